@@ -3,7 +3,12 @@
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod counter;
 pub mod error;
+pub mod event;
+pub mod ring;
 pub mod sys;
 
+pub use counter::{Builder, Count, Counter, Group, GroupCounts, ReadFormat, SampleType, Target};
 pub use error::{Error, ErrorKind, Result};
+pub use event::Event;

@@ -71,11 +71,10 @@ pub mod ioctl {
 
 /// `perf_event_open(2)`: returns the new fd or the `errno`.
 ///
-/// # Safety
-/// Always safe to call: the kernel copies `attr` (of `attr.size` bytes, which must not
-/// exceed `size_of::<perf_event_attr>()`) and validates every argument.
+/// The kernel copies `attr` (of `attr.size` bytes) and validates every argument; on
+/// `E2BIG` it writes the size it expects into `attr.size`.
 pub fn perf_event_open(
-    attr: &perf_event_attr,
+    attr: &mut perf_event_attr,
     pid: libc::pid_t,
     cpu: libc::c_int,
     group_fd: libc::c_int,
@@ -83,13 +82,13 @@ pub fn perf_event_open(
 ) -> std::io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::FromRawFd;
     debug_assert!(attr.size as usize <= std::mem::size_of::<perf_event_attr>());
-    // SAFETY: `attr` is a valid, initialised perf_event_attr that outlives the call and
-    // is at least `attr.size` bytes long; the kernel only reads it. The other arguments
-    // are plain integers the kernel validates.
+    // SAFETY: `attr` is a valid, initialised, exclusively borrowed perf_event_attr that
+    // outlives the call and is at least `attr.size` bytes long (asserted above); the
+    // kernel reads it and may write `size`. The other arguments are integers it validates.
     let ret = unsafe {
         libc::syscall(
             libc::SYS_perf_event_open,
-            attr as *const perf_event_attr,
+            attr as *mut perf_event_attr,
             pid,
             cpu,
             group_fd,

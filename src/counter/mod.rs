@@ -1,0 +1,287 @@
+//! The open counter: one perf_event fd, its controls (`ioctl`s) and its reads.
+//!
+//! A [`Counter`] owns its fd and never touches a mapping; [`crate::ring`] maps it.
+
+mod builder;
+pub mod diagnose;
+mod flags;
+mod group;
+
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+pub use builder::{Builder, Target};
+pub use flags::{ReadFormat, SampleType};
+pub use group::{Group, GroupCounts};
+
+use crate::event::Event;
+use crate::sys;
+use crate::Result;
+use diagnose::ioctl_error;
+
+/// An open perf_event: counts, overflows per its period, and is controlled by ioctls.
+///
+/// Dropping it closes the fd, which stops the event and frees its kernel state.
+///
+/// # Examples
+/// ```no_run
+/// let mut counter = perfring::Counter::builder("task-clock")?.open()?;
+/// counter.enable()?;
+/// let n: u64 = (0..1_000_000u64).sum();
+/// counter.disable()?;
+/// let c = counter.read()?;
+/// println!("{} ns of task-clock (scaled: {:.0}) for {n}", c.value, c.scaled());
+/// # Ok::<(), perfring::Error>(())
+/// ```
+pub struct Counter {
+    fd: OwnedFd,
+    event: Event,
+    attr: sys::perf_event_attr,
+    target: Target,
+}
+
+impl std::fmt::Debug for Counter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Counter")
+            .field("fd", &self.fd)
+            .field("event", &self.event)
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Counter {
+    /// A [`Builder`] for the event written in perf's syntax (`"cpu-clock"`, `"mem:0x1000:x"`).
+    ///
+    /// # Errors
+    /// [`ErrorKind::BadEvent`](crate::ErrorKind::BadEvent) when the string does not parse.
+    pub fn builder(event: &str) -> Result<Builder> {
+        Ok(Builder::new(Event::parse(event)?))
+    }
+
+    /// A [`Builder`] for an already described event.
+    pub fn builder_for(event: Event) -> Builder {
+        Builder::new(event)
+    }
+
+    pub(crate) fn from_parts(
+        fd: OwnedFd,
+        event: Event,
+        attr: sys::perf_event_attr,
+        target: Target,
+    ) -> Self {
+        Counter {
+            fd,
+            event,
+            attr,
+            target,
+        }
+    }
+
+    /// The event this counter counts.
+    pub fn event(&self) -> &Event {
+        &self.event
+    }
+
+    /// The attr the counter was opened with.
+    pub fn attr(&self) -> &sys::perf_event_attr {
+        &self.attr
+    }
+
+    /// Whom the counter watches.
+    pub fn target(&self) -> Target {
+        self.target
+    }
+
+    fn ioctl(&self, name: &str, request: u64, arg: libc::c_ulong) -> Result<()> {
+        sys::ioctl_int(self.fd.as_fd(), request, arg)
+            .map(drop)
+            .map_err(|e| ioctl_error(name, self.event.name(), self.attr.inherit() != 0, e))
+    }
+
+    /// Start counting (and overflowing).
+    #[doc(alias = "PERF_EVENT_IOC_ENABLE")]
+    pub fn enable(&self) -> Result<()> {
+        self.ioctl("ENABLE", sys::ioctl::ENABLE, 0)
+    }
+
+    /// Stop counting; the value is kept.
+    #[doc(alias = "PERF_EVENT_IOC_DISABLE")]
+    pub fn disable(&self) -> Result<()> {
+        self.ioctl("DISABLE", sys::ioctl::DISABLE, 0)
+    }
+
+    /// Zero the count (not `time_enabled`/`time_running`).
+    #[doc(alias = "PERF_EVENT_IOC_RESET")]
+    pub fn reset(&self) -> Result<()> {
+        self.ioctl("RESET", sys::ioctl::RESET, 0)
+    }
+
+    /// `ioctl(fd, PERF_EVENT_IOC_REFRESH, n)`: allow `n` more overflows, then disable.
+    ///
+    /// Each overflow decrements the budget; all but the last report `POLL_IN`, the last
+    /// `POLL_HUP`, and the counter is then disabled. Enables the counter.
+    ///
+    /// # Errors
+    /// - [`ErrorKind::Inherited`](crate::ErrorKind::Inherited) (`EINVAL`) on an inherited
+    ///   counter; use [`enable`](Self::enable).
+    /// - Any other errno, with the operation and the fix.
+    #[doc(alias = "PERF_EVENT_IOC_REFRESH")]
+    pub fn refresh(&self, n: u32) -> Result<()> {
+        self.ioctl("REFRESH", sys::ioctl::REFRESH, n.into())
+    }
+
+    /// Change the sample period (or frequency, for a `-F` counter) while running.
+    ///
+    /// `PERF_EVENT_IOC_PERIOD` takes a *pointer* to the new value; passing the value
+    /// itself is a classic bug (it reads as an address and fails with `EFAULT`).
+    #[doc(alias = "PERF_EVENT_IOC_PERIOD")]
+    pub fn set_period(&self, period: u64) -> Result<()> {
+        let mut value = period;
+        // SAFETY: PERIOD reads one u64 through the pointer; `value` lives across the call.
+        unsafe { sys::ioctl_ptr(self.fd.as_fd(), sys::ioctl::PERIOD, &mut value) }
+            .map(drop)
+            .map_err(|e| ioctl_error("PERIOD", self.event.name(), false, e))
+    }
+
+    /// The kernel's id of this event, as found in samples' `ID`/`IDENTIFIER` fields.
+    #[doc(alias = "PERF_EVENT_IOC_ID")]
+    pub fn id(&self) -> Result<u64> {
+        let mut id = 0u64;
+        // SAFETY: ID writes one u64 through the pointer; `id` lives across the call.
+        unsafe { sys::ioctl_ptr(self.fd.as_fd(), sys::ioctl::ID, &mut id) }
+            .map_err(|e| ioctl_error("ID", self.event.name(), false, e))?;
+        Ok(id)
+    }
+
+    /// Send this counter's records to `target`'s ring instead of a ring of its own
+    /// (same task/CPU). Records are then told apart by their sample id.
+    #[doc(alias = "PERF_EVENT_IOC_SET_OUTPUT")]
+    pub fn set_output(&self, target: BorrowedFd<'_>) -> Result<()> {
+        self.ioctl(
+            "SET_OUTPUT",
+            sys::ioctl::SET_OUTPUT,
+            target.as_raw_fd() as libc::c_ulong,
+        )
+    }
+
+    /// Stop (`true`) or resume (`false`) writing records to the ring; counting goes on.
+    #[doc(alias = "PERF_EVENT_IOC_PAUSE_OUTPUT")]
+    pub fn pause_output(&self, pause: bool) -> Result<()> {
+        self.ioctl("PAUSE_OUTPUT", sys::ioctl::PAUSE_OUTPUT, pause.into())
+    }
+
+    /// Change a breakpoint's address, length or type in place (Linux 4.17; breakpoints only).
+    #[doc(alias = "PERF_EVENT_IOC_MODIFY_ATTRIBUTES")]
+    pub fn modify_attributes(&mut self, attr: &sys::perf_event_attr) -> Result<()> {
+        let mut copy = *attr;
+        // SAFETY: MODIFY_ATTRIBUTES reads a perf_event_attr of `copy.size` bytes through
+        // the pointer; `copy` is a full, initialised attr living across the call.
+        unsafe { sys::ioctl_ptr(self.fd.as_fd(), sys::ioctl::MODIFY_ATTRIBUTES, &mut copy) }
+            .map_err(|e| ioctl_error("MODIFY_ATTRIBUTES", self.event.name(), false, e))?;
+        self.attr = *attr;
+        Ok(())
+    }
+
+    /// Reads the count with `time_enabled`/`time_running` as the read format asks.
+    ///
+    /// For a group leader opened with [`ReadFormat::GROUP`], use [`Group::read`].
+    pub fn read(&self) -> Result<Count> {
+        let mut buf = [0u64; 5];
+        let n = self.read_into(&mut buf)?;
+        Count::parse(&buf[..n], ReadFormat::from_bits(self.attr.read_format)).ok_or_else(|| {
+            crate::Error::new(
+                crate::ErrorKind::Decode,
+                format!("read({})", self.event.name()),
+                format!(
+                    "short read of {} u64s for read_format {:#x}",
+                    n, self.attr.read_format
+                ),
+            )
+        })
+    }
+
+    /// `read(2)` into `buf`, returning how many u64s the kernel wrote.
+    pub(crate) fn read_into(&self, buf: &mut [u64]) -> Result<usize> {
+        let bytes = std::mem::size_of_val(buf);
+        // SAFETY: `buf` is valid for writes of `bytes` bytes; the fd is open.
+        let n = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), bytes) };
+        if n < 0 {
+            let err = std::io::Error::last_os_error();
+            let e = if err.raw_os_error() == Some(libc::ENOSPC) {
+                crate::Error::new(
+                    crate::ErrorKind::InvalidArgument,
+                    format!("read({})", self.event.name()),
+                    "the read buffer is too small for this read_format",
+                )
+            } else {
+                crate::Error::from_errno(format!("read({})", self.event.name()), err)
+            };
+            return Err(e);
+        }
+        Ok(n as usize / 8)
+    }
+}
+
+impl AsFd for Counter {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+impl AsRawFd for Counter {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// One counter's value from `read(2)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Count {
+    /// The raw count.
+    pub value: u64,
+    /// Nanoseconds the event was enabled (with [`ReadFormat::TOTAL_TIME_ENABLED`]).
+    pub time_enabled: Option<u64>,
+    /// Nanoseconds it was actually on the PMU (with [`ReadFormat::TOTAL_TIME_RUNNING`]).
+    pub time_running: Option<u64>,
+    /// The event id (with [`ReadFormat::ID`]).
+    pub id: Option<u64>,
+    /// Samples lost (with [`ReadFormat::LOST`], Linux 6.0).
+    pub lost: Option<u64>,
+}
+
+impl Count {
+    /// Parses a non-group read per `format` (`value, [enabled], [running], [id], [lost]`).
+    pub fn parse(words: &[u64], format: ReadFormat) -> Option<Count> {
+        let mut it = words.iter().copied();
+        let value = it.next()?;
+        // Each optional word is present iff its flag is set, in this order.
+        let mut take = |flag: ReadFormat| -> Option<Option<u64>> {
+            if format.contains(flag) {
+                it.next().map(Some)
+            } else {
+                Some(None)
+            }
+        };
+        Some(Count {
+            value,
+            time_enabled: take(ReadFormat::TOTAL_TIME_ENABLED)?,
+            time_running: take(ReadFormat::TOTAL_TIME_RUNNING)?,
+            id: take(ReadFormat::ID)?,
+            lost: take(ReadFormat::LOST)?,
+        })
+    }
+
+    /// The value scaled for multiplexing: `value × enabled / running`, as `perf stat` does.
+    /// Equals `value` when the event ran the whole time or times were not requested.
+    pub fn scaled(&self) -> f64 {
+        scale(self.value, self.time_enabled, self.time_running)
+    }
+}
+
+pub(crate) fn scale(value: u64, enabled: Option<u64>, running: Option<u64>) -> f64 {
+    match (enabled, running) {
+        (Some(e), Some(r)) if r > 0 && r < e => value as f64 * (e as f64 / r as f64),
+        (Some(_), Some(0)) => 0.0,
+        _ => value as f64,
+    }
+}

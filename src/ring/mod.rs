@@ -1,0 +1,453 @@
+//! The mmap ring: one control page and `2^n` data pages the kernel writes records into.
+//!
+//! This module owns the only accesses to `data_head` and `data_tail`. It hands out
+//! each record's bytes in place — a borrowed slice of the mapping — and copies only a
+//! record that wraps past the end of the data area, into a scratch buffer allocated
+//! once. It never interprets a record beyond its header (and the loss counters of
+//! `LOST`/`LOST_SAMPLES`); [`crate::records`] decodes.
+//!
+//! # Safety
+//! The mapping is `MAP_SHARED` with the kernel, which writes records between `tail`
+//! and the next `data_head` and reads `data_tail`. We only ever form references to
+//! bytes in `[tail, head)`, which the kernel has published (Acquire on `data_head`)
+//! and will not overwrite until we store a `data_tail` past them (Release). Fields of
+//! the control page that the kernel updates concurrently are read with atomics or
+//! volatile copies, never through `&perf_event_mmap_page`.
+#![allow(unsafe_code)]
+
+mod window;
+
+use std::mem::offset_of;
+use std::os::fd::{AsFd, AsRawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use memmap2::{MmapOptions, MmapRaw};
+
+use crate::counter::diagnose::mmap_error;
+use crate::counter::Counter;
+use crate::sys;
+use crate::{Error, ErrorKind, Result};
+use window::Window;
+
+/// Largest record the kernel can write: `perf_event_header.size` is a `u16`.
+const MAX_RECORD: usize = u16::MAX as usize;
+
+/// How big a ring to map: data pages (rounded up to a power of two, as perf's `-m`
+/// does) or bytes (rounded up to whole pages, then to a power of two).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RingSize {
+    /// Number of data pages (`perf -m N`).
+    Pages(usize),
+    /// Bytes of data area (`perf -m 512K`).
+    Bytes(usize),
+}
+
+impl Default for RingSize {
+    /// 64 data pages (256 KiB with 4 KiB pages).
+    fn default() -> Self {
+        RingSize::Pages(64)
+    }
+}
+
+impl RingSize {
+    /// The number of data pages: at least 1 and a power of two.
+    pub fn data_pages(self) -> usize {
+        let pages = match self {
+            RingSize::Pages(n) => n,
+            RingSize::Bytes(b) => b.div_ceil(page_size()),
+        };
+        pages
+            .max(1)
+            .checked_next_power_of_two()
+            .unwrap_or(1 << (usize::BITS - 1))
+    }
+}
+
+/// The system page size.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(v).unwrap_or(4096)
+}
+
+/// What the ring has seen: records, and what the kernel says it dropped or throttled.
+///
+/// Loss is data, not an error: [`lost`](Self::lost) is the total the kernel reported in
+/// `PERF_RECORD_LOST` records (the ring was full), `lost_samples` in
+/// `PERF_RECORD_LOST_SAMPLES`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RingStats {
+    /// Records handed out (every type).
+    pub records: u64,
+    /// `PERF_RECORD_SAMPLE` records among them: one per overflow.
+    pub samples: u64,
+    /// Records dropped because the ring was full (sum of `PERF_RECORD_LOST.lost`).
+    pub lost: u64,
+    /// `PERF_RECORD_LOST` records seen.
+    pub lost_events: u64,
+    /// Samples dropped (sum of `PERF_RECORD_LOST_SAMPLES.lost`).
+    pub lost_samples: u64,
+    /// `PERF_RECORD_THROTTLE`: the kernel stopped the event for exceeding the sample rate.
+    pub throttled: u64,
+    /// `PERF_RECORD_UNTHROTTLE`.
+    pub unthrottled: u64,
+    /// Records copied because they wrapped past the end of the data area.
+    pub wrapped: u64,
+    /// Bytes skipped to recover from malformed ring contents.
+    pub skipped_bytes: u64,
+}
+
+/// An mmap ring buffer of one counter (and of any counters redirected into it with
+/// [`Counter::set_output`]).
+///
+/// # Examples
+/// ```no_run
+/// use perfring::{Counter, ring::{Ring, RingSize}};
+/// let counter = Counter::builder("cpu-clock")?.period(100_000).open()?;
+/// let mut ring = Ring::map(&counter, RingSize::Pages(64))?;
+/// counter.enable()?;
+/// # let mut x = 0u64; for i in 0..10_000_000u64 { x = x.wrapping_add(i * i); }
+/// let mut batch = ring.batch();
+/// while let Some(record) = batch.next() {
+///     let record = record?;
+///     println!("type {} size {}", record.kind(), record.bytes().len());
+/// }
+/// # Ok::<(), perfring::Error>(())
+/// ```
+pub struct Ring {
+    map: MmapRaw,
+    window: Window,
+    event: String,
+    /// Holds a record that wrapped; u64s so the copy is 8-byte aligned like the ring.
+    scratch: Box<[u64]>,
+    stats: RingStats,
+}
+
+impl std::fmt::Debug for Ring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ring")
+            .field("event", &self.event)
+            .field("window", &self.window)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+// SAFETY: a Ring owns its mapping (MmapRaw is Send) and the scratch buffer; all access
+// to the shared pages goes through &mut self or atomics, so moving it to another thread
+// is sound. It is not Sync: two threads reading one ring would race on data_tail.
+unsafe impl Send for Ring {}
+
+impl Ring {
+    /// Maps `1 + size.data_pages()` pages of `counter`'s fd, read-write (so that
+    /// `data_tail` can be written and the kernel never overwrites unread records).
+    ///
+    /// # Errors
+    /// [`ErrorKind::MlockLimit`] when the kernel refuses the size (`EPERM`), naming
+    /// `perf_event_mlock_kb` and `RLIMIT_MEMLOCK`; [`ErrorKind::InvalidArgument`] for an
+    /// event redirected with `SET_OUTPUT`.
+    pub fn map(counter: &Counter, size: RingSize) -> Result<Ring> {
+        Ring::map_fd(counter.as_fd(), counter.event().name(), size)
+    }
+
+    /// [`map`](Self::map) for any perf_event fd.
+    pub fn map_fd(fd: std::os::fd::BorrowedFd<'_>, event: &str, size: RingSize) -> Result<Ring> {
+        let page = page_size();
+        let data_pages = size.data_pages();
+        let overflow = || {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("mmap({event} ring)"),
+                format!("{data_pages} data pages do not fit in the address space"),
+            )
+        };
+        let data_len = data_pages.checked_mul(page).ok_or_else(overflow)?;
+        let len = data_len.checked_add(page).ok_or_else(overflow)?;
+        let map = MmapOptions::new()
+            .len(len)
+            .map_raw(fd.as_raw_fd())
+            .map_err(|e| mmap_error(event, data_len, e))?;
+        // data_offset/data_size are set by the kernel at mmap time (Linux 4.1+); older
+        // kernels leave them 0 and the data area is simply the pages after the first.
+        let ctl = map.as_ptr() as *const sys::perf_event_mmap_page;
+        // SAFETY: the mapping is at least one page (>= size_of::<perf_event_mmap_page>())
+        // and page-aligned; these two fields are written once before mmap returns.
+        let (offset, size) = unsafe {
+            (
+                std::ptr::addr_of!((*ctl).data_offset).read_volatile(),
+                std::ptr::addr_of!((*ctl).data_size).read_volatile(),
+            )
+        };
+        let (offset, size) = if size == 0 {
+            (page as u64, data_len as u64)
+        } else {
+            (offset, size)
+        };
+        let window = Window::new(offset, size, len).ok_or_else(|| {
+            Error::new(
+                ErrorKind::Io,
+                format!("mmap({event} ring)"),
+                format!("the kernel reported an unusable data area (offset {offset}, size {size}, mapping {len})"),
+            )
+        })?;
+        Ok(Ring {
+            map,
+            window,
+            event: event.to_string(),
+            scratch: vec![0u64; MAX_RECORD.div_ceil(8)].into_boxed_slice(),
+            stats: RingStats::default(),
+        })
+    }
+
+    /// Size of the data area in bytes.
+    pub fn data_size(&self) -> usize {
+        self.window.size()
+    }
+
+    /// Totals since the ring was mapped.
+    pub fn stats(&self) -> RingStats {
+        self.stats
+    }
+
+    fn control_field(&self, offset: usize) -> &AtomicU64 {
+        debug_assert!(
+            offset % 8 == 0 && offset + 8 <= std::mem::size_of::<sys::perf_event_mmap_page>()
+        );
+        // SAFETY:
+        // - the mapping starts with a perf_event_mmap_page and is page-aligned, and every
+        //   caller passes the 8-aligned offset of a u64 field, so the pointer is valid
+        //   and aligned for an AtomicU64 for as long as `self` (the mapping) lives;
+        // - the kernel accesses these fields only atomically or with barriers
+        //   (READ_ONCE/smp_store_release), so treating them as atomics is sound.
+        unsafe { AtomicU64::from_ptr(self.map.as_mut_ptr().add(offset).cast()) }
+    }
+
+    /// `data_head`: how far the kernel has written (a free-running byte count).
+    pub fn head(&self) -> u64 {
+        // ATOMICS: Acquire pairs with the kernel's smp_wmb()/smp_store_release() before
+        // it publishes data_head (perf_event.h: "user-space should issue an smp_rmb()
+        // after reading data_head"): every record byte before head is visible after this.
+        self.control_field(offset_of!(sys::perf_event_mmap_page, data_head))
+            .load(Ordering::Acquire)
+    }
+
+    /// `data_tail`: how far we have consumed.
+    pub fn tail(&self) -> u64 {
+        // ATOMICS: only this process writes data_tail, so Relaxed reads our own store.
+        self.control_field(offset_of!(sys::perf_event_mmap_page, data_tail))
+            .load(Ordering::Relaxed)
+    }
+
+    fn set_tail(&self, tail: u64) {
+        // ATOMICS: Release orders every read of the records before `tail` ahead of this
+        // store; it pairs with the kernel's smp_mb() before it reads data_tail to decide
+        // whether space is free (perf_event.h: "smp_mb() ... before writing data_tail").
+        self.control_field(offset_of!(sys::perf_event_mmap_page, data_tail))
+            .store(tail, Ordering::Release);
+    }
+
+    /// Whether everything the kernel published has been consumed (`head == tail`).
+    pub fn is_empty(&self) -> bool {
+        self.head() == self.tail()
+    }
+
+    /// Bytes published and not yet consumed.
+    pub fn pending_bytes(&self) -> u64 {
+        self.head().wrapping_sub(self.tail())
+    }
+
+    /// A copy of the control page, for its capability bits, `time_*` and `index` fields.
+    ///
+    /// The copy is not consistent with the kernel's `lock` seqcount; it is meant for
+    /// the fields that do not change (capabilities, time conversion) and for diagnostics.
+    pub fn control(&self) -> sys::perf_event_mmap_page {
+        let ctl = self.map.as_ptr() as *const sys::perf_event_mmap_page;
+        // SAFETY: the mapping starts with a full perf_event_mmap_page (one page >= 1088
+        // bytes), page-aligned; a volatile read copies it without forming a reference to
+        // memory the kernel writes concurrently, and the struct is FromBytes (any bits valid).
+        unsafe { ctl.read_volatile() }
+    }
+
+    /// Starts reading: snapshots `data_head` and yields the records up to it.
+    /// When the batch is dropped, `data_tail` moves past the records it yielded.
+    pub fn batch(&mut self) -> Batch<'_> {
+        let head = self.head();
+        let tail = self.tail();
+        Batch {
+            ring: self,
+            head,
+            pos: tail,
+            start: tail,
+        }
+    }
+
+    /// Reads and discards everything pending (counting it in the stats).
+    pub fn skip_all(&mut self) -> u64 {
+        let mut batch = self.batch();
+        let mut n = 0;
+        while let Some(r) = batch.next() {
+            n += u64::from(r.is_ok());
+        }
+        n
+    }
+}
+
+/// The records published when the batch began; see [`Ring::batch`].
+///
+/// Records borrow the batch, so none can outlive the tail update that returns their
+/// space to the kernel: when the batch is dropped, `data_tail` is stored (Release) at
+/// the end of the last record yielded. `std::mem::forget` on a batch leaves the tail
+/// where it was, so the same records are read again.
+pub struct Batch<'r> {
+    ring: &'r mut Ring,
+    head: u64,
+    pos: u64,
+    start: u64,
+}
+
+impl std::fmt::Debug for Batch<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch")
+            .field("head", &self.head)
+            .field("pos", &self.pos)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One record's bytes, header included, exactly `header.size` long and 8-byte aligned.
+#[derive(Debug, Clone, Copy)]
+pub struct RawRecord<'a> {
+    bytes: &'a [u8],
+    wrapped: bool,
+}
+
+impl<'a> RawRecord<'a> {
+    /// The whole record, header first.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+    /// `perf_event_header.type` (`PERF_RECORD_*`).
+    pub fn kind(&self) -> u32 {
+        read_u32(self.bytes, 0)
+    }
+    /// `perf_event_header.misc`.
+    pub fn misc(&self) -> u16 {
+        u16::from_ne_bytes([self.bytes[4], self.bytes[5]])
+    }
+    /// Whether the record wrapped around the data area and was copied.
+    pub fn was_wrapped(&self) -> bool {
+        self.wrapped
+    }
+}
+
+fn read_u32(b: &[u8], at: usize) -> u32 {
+    let mut w = [0u8; 4];
+    w.copy_from_slice(&b[at..at + 4]);
+    u32::from_ne_bytes(w)
+}
+
+fn read_u64(b: &[u8], at: usize) -> Option<u64> {
+    let w: [u8; 8] = b.get(at..at + 8)?.try_into().ok()?;
+    Some(u64::from_ne_bytes(w))
+}
+
+impl Batch<'_> {
+    /// Bytes left in this batch.
+    pub fn remaining(&self) -> u64 {
+        self.head.wrapping_sub(self.pos)
+    }
+
+    /// Gives up on the rest of the batch after malformed data: everything up to the
+    /// head snapshot is skipped, so reading resumes with the kernel's next record.
+    fn resync(&mut self, what: String) -> Error {
+        let skipped = self.remaining();
+        self.ring.stats.skipped_bytes += skipped;
+        self.pos = self.head;
+        Error::new(
+            ErrorKind::Decode,
+            format!("reading the {} ring", self.ring.event),
+            format!("{what}; skipped {skipped} bytes to the head"),
+        )
+        .with_fix("this is a kernel/reader disagreement or memory corruption; records after the head decode normally")
+    }
+
+    /// The next record, or `None` at the head snapshot.
+    ///
+    /// A malformed ring (a header size under 8, not a multiple of 8, larger than the
+    /// data area or past the head; a head behind the tail or more than the data area
+    /// ahead of it) yields one `Err` and reading resumes at the head.
+    #[allow(clippy::should_implement_trait)] // a lending iterator: items borrow the batch
+    pub fn next(&mut self) -> Option<Result<RawRecord<'_>>> {
+        let avail = self.head.wrapping_sub(self.pos);
+        if avail == 0 {
+            return None;
+        }
+        let size = self.ring.window.size() as u64;
+        if avail > size || avail % 8 != 0 {
+            let (h, t) = (self.head, self.pos);
+            return Some(Err(self.resync(format!(
+                "data_head {h} is not within one data area ({size} bytes) ahead of data_tail {t}"
+            ))));
+        }
+        let at = self.ring.window.index(self.pos);
+        let base = self.ring.window.offset();
+        let until_end = self.ring.window.size() - at;
+        // The header never wraps: records are 8-aligned and the area is a multiple of 8.
+        let ptr = self.ring.map.as_ptr();
+        // SAFETY: `base + at + 8 <= base + size <= map_len` (Window invariants, `at` is
+        // 8-aligned and < size); the 8 bytes are in [tail, head), published by the Acquire
+        // load of data_head and not rewritten until data_tail passes them.
+        let header = unsafe { std::slice::from_raw_parts(ptr.add(base + at), 8) };
+        let rec_size = u64::from(u16::from_ne_bytes([header[6], header[7]]));
+        if rec_size < 8 || rec_size % 8 != 0 || rec_size > avail {
+            return Some(Err(self.resync(format!(
+                "record at {} has size {rec_size} (must be a multiple of 8, at least 8, at most the {avail} published bytes)",
+                self.pos
+            ))));
+        }
+        let len = rec_size as usize;
+        let wrapped = len > until_end;
+        let bytes: &[u8] = if !wrapped {
+            // SAFETY: as for the header: `[base + at, base + at + len)` lies in the data
+            // area (len <= until_end) and within [tail, head).
+            unsafe { std::slice::from_raw_parts(ptr.add(base + at), len) }
+        } else {
+            // SAFETY: the record's two pieces, `[at, size)` and `[0, len - until_end)`,
+            // lie in the data area and within [tail, head) (len <= avail <= size).
+            let (first, second) = unsafe {
+                (
+                    std::slice::from_raw_parts(ptr.add(base + at), until_end),
+                    std::slice::from_raw_parts(ptr.add(base), len - until_end),
+                )
+            };
+            let scratch: &mut [u8] = zerocopy::IntoBytes::as_mut_bytes(&mut self.ring.scratch[..]);
+            scratch[..until_end].copy_from_slice(first);
+            scratch[until_end..len].copy_from_slice(second);
+            self.ring.stats.wrapped += 1;
+            &scratch[..len]
+        };
+        self.pos += rec_size;
+        let stats = &mut self.ring.stats;
+        stats.records += 1;
+        match read_u32(bytes, 0) {
+            sys::PERF_RECORD_SAMPLE => stats.samples += 1,
+            sys::PERF_RECORD_LOST => {
+                stats.lost_events += 1;
+                stats.lost += read_u64(bytes, 16).unwrap_or(0);
+            }
+            sys::PERF_RECORD_LOST_SAMPLES => stats.lost_samples += read_u64(bytes, 8).unwrap_or(0),
+            sys::PERF_RECORD_THROTTLE => stats.throttled += 1,
+            sys::PERF_RECORD_UNTHROTTLE => stats.unthrottled += 1,
+            _ => {}
+        }
+        Some(Ok(RawRecord { bytes, wrapped }))
+    }
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        if self.pos != self.start {
+            self.ring.set_tail(self.pos);
+        }
+    }
+}

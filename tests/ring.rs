@@ -1,0 +1,186 @@
+//! The mmap ring, live: exact sample counts from breakpoints, loss, and geometry.
+
+mod util;
+
+use perfring::ring::{Ring, RingSize};
+use perfring::{sys, Counter, Event, SampleType};
+use util::*;
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_ne_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+#[test]
+fn breakpoint_with_period_gives_exactly_n_over_p_samples() {
+    let counter = Counter::builder_for(Event::breakpoint_x(target_addr()))
+        .period(100)
+        .sample(SampleType::IP | SampleType::TID)
+        .open()
+        .unwrap();
+    let mut ring = Ring::map(&counter, RingSize::Pages(16)).unwrap();
+    counter.enable().unwrap();
+    call_target(10_000);
+    counter.disable().unwrap();
+    let mut samples = 0;
+    let mut batch = ring.batch();
+    while let Some(rec) = batch.next() {
+        let rec = rec.unwrap();
+        if rec.kind() == sys::PERF_RECORD_SAMPLE {
+            samples += 1;
+            let b = rec.bytes();
+            assert_eq!(b.len(), 8 + 8 + 8);
+            assert_eq!(
+                u64_at(b, 8),
+                target_addr(),
+                "ip is the breakpointed function"
+            );
+            let tid = u32::from_ne_bytes(b[20..24].try_into().unwrap());
+            assert_eq!(tid, gettid());
+        }
+    }
+    drop(batch);
+    assert_eq!(samples, 100);
+    assert_eq!(ring.stats().samples, 100);
+    assert!(
+        ring.is_empty(),
+        "dropping the batch moved data_tail to data_head"
+    );
+}
+
+#[test]
+fn records_wrap_around_the_data_area_and_are_all_read() {
+    // One data page: 24-byte samples cannot tile 4096 bytes, so records wrap.
+    let counter = Counter::builder_for(Event::breakpoint_x(target_addr()))
+        .period(1)
+        .sample(SampleType::IP | SampleType::TID)
+        .open()
+        .unwrap();
+    let mut ring = Ring::map(&counter, RingSize::Pages(1)).unwrap();
+    assert_eq!(ring.data_size(), 4096);
+    counter.enable().unwrap();
+    let mut seen = 0u64;
+    for _ in 0..50 {
+        call_target(100); // 2400 bytes: fits, so nothing is lost
+        let mut batch = ring.batch();
+        while let Some(rec) = batch.next() {
+            let rec = rec.unwrap();
+            assert_eq!(u64_at(rec.bytes(), 8), target_addr());
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, 5000);
+    assert!(
+        ring.stats().wrapped > 0,
+        "some records wrapped: {:?}",
+        ring.stats()
+    );
+    assert_eq!(ring.stats().lost, 0);
+}
+
+#[test]
+fn a_full_ring_reports_lost_records() {
+    let counter = Counter::builder_for(Event::breakpoint_x(target_addr()))
+        .period(1)
+        .sample(SampleType::IP)
+        .open()
+        .unwrap();
+    let mut ring = Ring::map(&counter, RingSize::Pages(1)).unwrap();
+    counter.enable().unwrap();
+    call_target(1000); // 16 KB of samples into 4 KB
+    let mut samples = 0;
+    // The kernel writes PERF_RECORD_LOST once space is free again: read, overflow once
+    // more, read again.
+    for _ in 0..2 {
+        let mut batch = ring.batch();
+        while let Some(rec) = batch.next() {
+            samples += u64::from(rec.unwrap().kind() == sys::PERF_RECORD_SAMPLE);
+        }
+        drop(batch);
+        call_target(1);
+    }
+    counter.disable().unwrap();
+    let mut batch = ring.batch();
+    while let Some(rec) = batch.next() {
+        samples += u64::from(rec.unwrap().kind() == sys::PERF_RECORD_SAMPLE);
+    }
+    drop(batch);
+    let st = ring.stats();
+    assert!(st.lost_events >= 1, "{st:?}");
+    assert_eq!(
+        samples + st.lost,
+        1002,
+        "every overflow is either read or counted lost: {st:?}"
+    );
+}
+
+#[test]
+fn sizes_round_like_perf() {
+    assert_eq!(RingSize::Pages(3).data_pages(), 4);
+    assert_eq!(RingSize::Pages(0).data_pages(), 1);
+    assert_eq!(RingSize::Pages(64).data_pages(), 64);
+    assert_eq!(RingSize::Bytes(512 * 1024).data_pages(), 128);
+    assert_eq!(RingSize::Bytes(5000).data_pages(), 2);
+}
+
+#[test]
+fn unread_records_stay_for_the_next_batch() {
+    let counter = Counter::builder_for(Event::breakpoint_x(target_addr()))
+        .period(1)
+        .sample(SampleType::IP)
+        .open()
+        .unwrap();
+    let mut ring = Ring::map(&counter, RingSize::Pages(4)).unwrap();
+    counter.enable().unwrap();
+    call_target(10);
+    counter.disable().unwrap();
+    {
+        let mut batch = ring.batch();
+        for _ in 0..4 {
+            batch.next().unwrap().unwrap();
+        }
+    }
+    let mut rest = 0;
+    let mut batch = ring.batch();
+    while let Some(r) = batch.next() {
+        r.unwrap();
+        rest += 1;
+    }
+    assert_eq!(rest, 6);
+}
+
+#[test]
+fn shared_ring_via_set_output() {
+    let a = Counter::builder_for(Event::breakpoint_x(target_addr()))
+        .period(1)
+        .sample(SampleType::IP | SampleType::ID)
+        .open()
+        .unwrap();
+    let b = Counter::builder_for(Event::breakpoint_w(&WATCHED as *const _ as u64, 8))
+        .period(1)
+        .sample(SampleType::IP | SampleType::ID)
+        .open()
+        .unwrap();
+    let mut ring = Ring::map(&a, RingSize::Pages(8)).unwrap();
+    use std::os::fd::AsFd;
+    b.set_output(a.as_fd()).unwrap();
+    a.enable().unwrap();
+    b.enable().unwrap();
+    call_target(5);
+    write_watched(7);
+    a.disable().unwrap();
+    b.disable().unwrap();
+    let (ida, idb) = (a.id().unwrap(), b.id().unwrap());
+    let (mut na, mut nb) = (0, 0);
+    let mut batch = ring.batch();
+    while let Some(r) = batch.next() {
+        let id = u64_at(r.unwrap().bytes(), 16);
+        if id == ida {
+            na += 1;
+        } else if id == idb {
+            nb += 1;
+        } else {
+            panic!("unknown id {id}");
+        }
+    }
+    assert_eq!((na, nb), (5, 7));
+}

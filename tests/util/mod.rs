@@ -1,0 +1,54 @@
+//! Helpers shared by the live tests: a function to breakpoint and a watched variable.
+#![allow(dead_code)]
+
+use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A function the tests put an execute breakpoint on; `call_target(n)` calls it n times.
+#[inline(never)]
+#[no_mangle]
+pub extern "C" fn perfring_test_target(x: u64) -> u64 {
+    black_box(x).wrapping_mul(2654435761)
+}
+
+/// Its address, for `mem:ADDR:x`.
+pub fn target_addr() -> u64 {
+    perfring_test_target as *const () as u64
+}
+
+/// Calls the breakpointed function `n` times.
+pub fn call_target(n: u64) -> u64 {
+    let mut acc = 0u64;
+    for i in 0..n {
+        acc = acc.wrapping_add(black_box(perfring_test_target)(black_box(i)));
+    }
+    acc
+}
+
+/// A variable the tests put a write watchpoint on.
+pub static WATCHED: AtomicU64 = AtomicU64::new(0);
+
+/// Writes the watched variable `n` times.
+pub fn write_watched(n: u64) {
+    for i in 0..n {
+        WATCHED.store(black_box(i), Ordering::SeqCst);
+    }
+}
+
+/// The calling thread's id.
+pub fn gettid() -> u32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() as u32 }
+}
+
+/// Burns CPU for about `ms` milliseconds of wall time.
+pub fn spin_ms(ms: u64) -> u64 {
+    let end = std::time::Instant::now() + std::time::Duration::from_millis(ms);
+    let mut x = 0u64;
+    while std::time::Instant::now() < end {
+        for i in 0..1000u64 {
+            x = black_box(x.wrapping_add(i * i));
+        }
+    }
+    x
+}
