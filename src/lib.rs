@@ -6,6 +6,7 @@
 pub mod counter;
 pub mod error;
 pub mod event;
+pub mod launch;
 pub mod ring;
 pub mod sys;
 

@@ -46,9 +46,10 @@ fn limit_text(v: u64) -> String {
     }
 }
 
-/// Whether the process has an effective capability (by number, e.g. 38 = CAP_PERFMON).
+/// Whether the calling thread has an effective capability (38 = CAP_PERFMON);
+/// capabilities are per thread, so not /proc/self.
 fn has_capability(cap: u32) -> bool {
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+    let Ok(status) = std::fs::read_to_string("/proc/thread-self/status") else {
         return false;
     };
     status
