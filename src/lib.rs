@@ -4,6 +4,8 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod error;
+pub mod event;
 pub mod sys;
 
 pub use error::{Error, ErrorKind, Result};
+pub use event::Event;
