@@ -318,6 +318,9 @@ impl Access {
     }
 
     /// The length used when none is given: 8 bytes for data, `sizeof(long)` for code.
+    ///
+    /// (perf itself defaults data breakpoints to 4 bytes; perfring watches a whole
+    /// 64-bit word.)
     pub fn default_len(self) -> u64 {
         match self {
             Access::Execute => std::mem::size_of::<libc::c_long>() as u64,
@@ -466,14 +469,11 @@ impl Event {
     }
 
     /// An event of the PMU with type number `type_` (from its sysfs `type` file).
+    ///
+    /// The tracepoint PMU's (type 2) events are tracepoints by id, as from
+    /// [`tracepoint_id`](Event::tracepoint_id).
     pub fn pmu(type_: u32, config: u64) -> Event {
-        Event::from_kind(Kind::Pmu(PmuEvent {
-            pmu: None,
-            type_,
-            config,
-            config1: 0,
-            config2: 0,
-        }))
+        Event::from_kind(parse::pmu_kind_by_type(None, type_, [config, 0, 0]))
     }
 
     /// Parses perf's event syntax, resolving PMUs and tracepoints in the running

@@ -110,6 +110,13 @@ impl<'a> Parser<'a> {
             };
             return Ok((kind, mods));
         }
+        if let Some(kind) = self.bare_alias(head, head_span.clone())? {
+            let mods = match rest {
+                Some((at, text)) => self.modifiers(text, at)?,
+                None => Modifiers::default(),
+            };
+            return Ok((kind, mods));
+        }
         let Some((at, rest)) = rest else {
             return Err(self.unknown_event(head, head_span));
         };
@@ -147,8 +154,34 @@ impl<'a> Parser<'a> {
         Ok((Kind::Tracepoint(Tracepoint { id, name }), mods))
     }
 
+    /// A PMU event named without its PMU (`tsc` for `msr/tsc/`), as perf allows when
+    /// exactly one PMU has it.
+    fn bare_alias(&self, word: &str, span: Range<usize>) -> Result<Option<Kind>> {
+        let pmus = self.sysfs.pmus_with_alias(word);
+        match pmus.as_slice() {
+            [] => Ok(None),
+            [one] => {
+                let pmu = self
+                    .sysfs
+                    .pmu(one)
+                    .map_err(|e| self.wrap(span.clone(), e))?;
+                let mut words = [0; 3];
+                let mut name = None;
+                self.term(word, span.start, Some(&pmu), &mut words, &mut name, true)?;
+                Ok(Some(pmu_kind(pmu, words)))
+            }
+            [first, ..] => Err(self.err(
+                span,
+                format!("event '{word}' exists in several PMUs: {}", pmus.join(", ")),
+                Some(format!("name the PMU, e.g. {first}/{word}/")),
+            )),
+        }
+    }
+
     fn unknown_event(&self, word: &str, span: Range<usize>) -> Error {
-        let fix = did_you_mean(word, &names::all_symbolic())
+        let mut known = names::all_symbolic();
+        known.extend(self.sysfs.all_aliases());
+        let fix = did_you_mean(word, &known)
             .unwrap_or_else(|| "see perf list for the events this machine has".into());
         self.err(span, format!("unknown event '{word}'"), Some(fix))
     }
@@ -402,19 +435,9 @@ impl<'a> Parser<'a> {
                 at += term.len() + 1;
             }
         }
-        let kind = if type_ == sys::PERF_TYPE_TRACEPOINT && words[1] == 0 && words[2] == 0 {
-            Kind::Tracepoint(Tracepoint {
-                id: words[0],
-                name: None,
-            })
-        } else {
-            Kind::Pmu(PmuEvent {
-                pmu: pmu.map(|p| p.name),
-                type_,
-                config: words[0],
-                config1: words[1],
-                config2: words[2],
-            })
+        let kind = match pmu {
+            Some(pmu) => pmu_kind(pmu, words),
+            None => pmu_kind_by_type(None, type_, words),
         };
         Ok((kind, mods, name))
     }
@@ -544,6 +567,28 @@ impl<'a> Parser<'a> {
             format!("unknown term '{key}' for {pmu_label}"),
             Some(fix),
         ))
+    }
+}
+
+fn pmu_kind(pmu: Pmu, words: [u64; 3]) -> Kind {
+    pmu_kind_by_type(Some(pmu.name), pmu.type_, words)
+}
+
+/// A PMU event; the tracepoint PMU's events are tracepoints by id.
+pub(super) fn pmu_kind_by_type(pmu: Option<String>, type_: u32, words: [u64; 3]) -> Kind {
+    if type_ == sys::PERF_TYPE_TRACEPOINT && words[1] == 0 && words[2] == 0 {
+        Kind::Tracepoint(Tracepoint {
+            id: words[0],
+            name: None,
+        })
+    } else {
+        Kind::Pmu(PmuEvent {
+            pmu,
+            type_,
+            config: words[0],
+            config1: words[1],
+            config2: words[2],
+        })
     }
 }
 

@@ -94,6 +94,32 @@ impl Sysfs {
         names
     }
 
+    /// The PMUs whose `events/` folder names an event `alias`, sorted.
+    pub(super) fn pmus_with_alias(&self, alias: &str) -> Vec<String> {
+        if !safe_component(alias) {
+            return Vec::new();
+        }
+        self.pmu_names()
+            .into_iter()
+            .filter(|p| {
+                safe_component(p) && self.devices().join(p).join("events").join(alias).is_file()
+            })
+            .collect()
+    }
+
+    /// Every PMU event name in sysfs (for suggestions).
+    pub(super) fn all_aliases(&self) -> Vec<String> {
+        let mut all: Vec<String> = self
+            .pmu_names()
+            .iter()
+            .filter_map(|p| self.pmu(p).ok())
+            .flat_map(|p| p.alias_names())
+            .collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+
     /// Reads PMU `name`: its type and format terms.
     pub(super) fn pmu(&self, name: &str) -> Result<Pmu> {
         let op = format!("look up PMU '{name}'");

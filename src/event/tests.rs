@@ -38,6 +38,20 @@ impl FakeRoot {
             "config:0-7\n",
         );
         root.file("sys/bus/event_source/devices/software/type", "1\n");
+        root.file("sys/bus/event_source/devices/msr/type", "9\n");
+        root.file(
+            "sys/bus/event_source/devices/msr/format/event",
+            "config:0-63\n",
+        );
+        root.file(
+            "sys/bus/event_source/devices/msr/events/tsc",
+            "event=0x00\n",
+        );
+        root.file(
+            "sys/bus/event_source/devices/msr/events/dup",
+            "event=0x01\n",
+        );
+        root.file(&format!("{pmu}/events/dup"), "event=0x02\n");
         root.file("sys/bus/event_source/devices/tracepoint/type", "2\n");
         root.file("sys/bus/event_source/devices/weird/type", "not a number\n");
         root.file("sys/kernel/tracing/events/sched/sched_switch/id", "316\n");
@@ -353,16 +367,24 @@ fn pmu_terms() {
     let named = Event::parse_in("fake/foo,name=my-event/", &FakeRoot::new().sysfs()).unwrap();
     assert_eq!(named.name(), "my-event");
 
+    check("tsc", Ok(pmu(Some("msr"), 9, [0, 0, 0])));
+    check(
+        "tsc:u",
+        Ok(pmu(Some("msr"), 9, [0, 0, 0]).with_modifiers(mods("u"))),
+    );
+    check("tssc", Err("did you mean 'tsc'?"));
+    check("dup", Err("exists in several PMUs: fake, msr (at byte 0)"));
+    check("dup", Err("Fix: name the PMU, e.g. fake/dup/"));
     check(
         "fak/event=1/",
-        Err("did you mean 'fake'? (PMUs present: cpu, fake, software, tracepoint, weird)"),
+        Err("did you mean 'fake'? (PMUs present: cpu, fake, msr, software, tracepoint, weird)"),
     );
     check("weird/config=1/", Err("not a number"));
     check(
         "fake/evnt=1/",
         Err("unknown term 'evnt' for PMU 'fake' (at byte 5)"),
     );
-    check("fake/evnt=1/", Err("^^^^. Fix: did you mean 'event'? (terms: edge, event, filter, ldlat, split, umask, config, config1, config2, name; events: broken, foo)"));
+    check("fake/evnt=1/", Err("^^^^. Fix: did you mean 'event'? (terms: edge, event, filter, ldlat, split, umask, config, config1, config2, name; events: broken, dup, foo)"));
     check(
         "fake/event=0x100/",
         Err("use a value of at most 0xff (the term is config:0-7)"),
@@ -511,6 +533,11 @@ fn real_sysfs() {
         Event::tracepoint_id(5)
     );
 
+    if Path::new("/sys/bus/event_source/devices/msr/events/tsc").exists() {
+        let e = Event::parse("tsc").unwrap();
+        assert!(matches!(e.kind(), Kind::Pmu(p) if p.pmu.as_deref() == Some("msr")));
+    }
+
     let id_file = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
         .iter()
         .map(|t| Path::new(t).join("events/sched/sched_switch/id"))
@@ -535,6 +562,40 @@ fn real_sysfs() {
             let e = Event::parse("sched:sched_switch").unwrap_err();
             assert!(e.to_string().contains("tracefs"), "{e}");
             eprintln!("tracefs not mounted: checked the error instead of the id");
+        }
+    }
+}
+
+/// Every combination of modifier letters: perf's exclusion rule, and a round trip.
+#[test]
+fn all_modifier_combinations() {
+    let sysfs = Sysfs::new("/nonexistent");
+    let letters = ['u', 'k', 'h', 'I', 'G', 'H'];
+    for mask in 0u32..64 {
+        for precise in 0..=3u8 {
+            let mut text: String = (0..6)
+                .filter(|i| mask & (1 << i) != 0)
+                .map(|i| letters[i])
+                .collect();
+            text.push_str(&"p".repeat(precise.into()));
+            if text.is_empty() {
+                continue;
+            }
+            let input = format!("cycles:{text}");
+            let e = Event::parse_in(&input, &sysfs).unwrap();
+            let m = e.modifiers();
+            let has = |c| text.contains(c);
+            let any_ukh = has('u') || has('k') || has('h');
+            let any_gh = has('G') || has('H');
+            assert_eq!(m.exclude_user, any_ukh && !has('u'), "{input}");
+            assert_eq!(m.exclude_kernel, any_ukh && !has('k'), "{input}");
+            assert_eq!(m.exclude_hv, any_ukh && !has('h'), "{input}");
+            assert_eq!(m.exclude_idle, has('I'), "{input}");
+            assert_eq!(m.exclude_host, any_gh && !has('H'), "{input}");
+            assert_eq!(m.exclude_guest, any_gh && !has('G'), "{input}");
+            assert_eq!(m.precise, precise, "{input}");
+            let again = Event::parse_in(&e.to_string(), &sysfs).unwrap();
+            assert_eq!(again, e, "{input} -> {e}");
         }
     }
 }
