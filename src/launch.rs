@@ -32,7 +32,7 @@ static SPAWN_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 ///     .inherit(true)
 ///     .enable_on_exec(true)
 ///     .open()?;
-/// let child = stopped.start()?;
+/// let mut child = stopped.start()?;
 /// let status = child.wait()?;
 /// println!("{status:?}: {} ns", counter.read()?.value);
 /// # Ok::<(), perfring::Error>(())

@@ -2,14 +2,13 @@
 
 mod util;
 
+use perfring::event::Access;
 use perfring::{Counter, Event, Group, ReadFormat, Target};
 use util::*;
 
 #[test]
 fn execute_breakpoint_counts_every_call_exactly() {
-    let counter = Counter::builder_for(Event::breakpoint_x(target_addr()))
-        .open()
-        .unwrap();
+    let counter = Counter::builder_for(target_breakpoint()).open().unwrap();
     counter.enable().unwrap();
     call_target(1234);
     counter.disable().unwrap();
@@ -27,7 +26,7 @@ fn execute_breakpoint_counts_every_call_exactly() {
 #[test]
 fn write_watchpoint_counts_writes_and_reset_zeroes() {
     let addr = &WATCHED as *const _ as u64;
-    let counter = Counter::builder_for(Event::breakpoint_w(addr, 8))
+    let counter = Counter::builder_for(Event::breakpoint(Access::Write, addr, 8))
         .enabled(true)
         .open()
         .unwrap();
@@ -40,9 +39,7 @@ fn write_watchpoint_counts_writes_and_reset_zeroes() {
 
 #[test]
 fn disabled_by_default_and_counts_only_while_enabled() {
-    let counter = Counter::builder_for(Event::breakpoint_x(target_addr()))
-        .open()
-        .unwrap();
+    let counter = Counter::builder_for(target_breakpoint()).open().unwrap();
     call_target(100);
     assert_eq!(counter.read().unwrap().value, 0);
     counter.enable().unwrap();
@@ -62,7 +59,7 @@ fn breakpoint_on_another_thread_by_tid() {
         call_target(321);
     });
     let tid = rx.recv().unwrap();
-    let counter = Counter::builder_for(Event::breakpoint_x(target_addr()))
+    let counter = Counter::builder_for(target_breakpoint())
         .target(Target::Thread(tid as i32))
         .enabled(true)
         .open()
@@ -77,13 +74,10 @@ fn breakpoint_on_another_thread_by_tid() {
 fn group_reads_all_members_at_once() {
     let mut group = Group::new(Counter::builder("task-clock").unwrap()).unwrap();
     group
-        .add(Counter::builder_for(Event::breakpoint_x(target_addr())))
+        .add(Counter::builder_for(target_breakpoint()))
         .unwrap();
     group
-        .add(Counter::builder_for(Event::breakpoint_w(
-            &WATCHED as *const _ as u64,
-            8,
-        )))
+        .add(Counter::builder_for(watched_watchpoint()))
         .unwrap();
     group.enable().unwrap();
     call_target(40);
@@ -102,7 +96,7 @@ fn group_reads_all_members_at_once() {
 
 #[test]
 fn read_format_lost_is_parsed() {
-    let counter = Counter::builder_for(Event::breakpoint_x(target_addr()))
+    let counter = Counter::builder_for(target_breakpoint())
         .read_format(ReadFormat::LOST | ReadFormat::ID)
         .enabled(true)
         .open()
@@ -116,7 +110,7 @@ fn read_format_lost_is_parsed() {
 fn set_period_takes_effect() {
     // Period is checked through the ring tests; here: the ioctl (pointer argument) succeeds
     // and a zero period is rejected with a clear error.
-    let counter = Counter::builder_for(Event::breakpoint_x(target_addr()))
+    let counter = Counter::builder_for(target_breakpoint())
         .period(10)
         .open()
         .unwrap();

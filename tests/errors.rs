@@ -3,6 +3,7 @@
 
 mod util;
 
+use perfring::event::Access;
 use perfring::{Counter, ErrorKind, Event, Target};
 
 fn has_hardware_pmu() -> bool {
@@ -63,7 +64,7 @@ fn einval_names_the_suspect_fields() {
 #[test]
 fn misaligned_watchpoint_is_explained() {
     let addr = &util::WATCHED as *const _ as u64 + 1;
-    let err = Counter::builder_for(Event::breakpoint_w(addr, 8))
+    let err = Counter::builder_for(Event::breakpoint(Access::Write, addr, 8))
         .open()
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{err}");

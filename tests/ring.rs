@@ -3,7 +3,7 @@
 mod util;
 
 use perfring::ring::{Ring, RingSize};
-use perfring::{sys, Counter, Event, SampleType};
+use perfring::{sys, Counter, SampleType};
 use util::*;
 
 fn u64_at(b: &[u8], at: usize) -> u64 {
@@ -12,7 +12,7 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 
 #[test]
 fn breakpoint_with_period_gives_exactly_n_over_p_samples() {
-    let counter = Counter::builder_for(Event::breakpoint_x(target_addr()))
+    let counter = Counter::builder_for(target_breakpoint())
         .period(100)
         .sample(SampleType::IP | SampleType::TID)
         .open()
@@ -50,7 +50,7 @@ fn breakpoint_with_period_gives_exactly_n_over_p_samples() {
 #[test]
 fn records_wrap_around_the_data_area_and_are_all_read() {
     // One data page: 24-byte samples cannot tile 4096 bytes, so records wrap.
-    let counter = Counter::builder_for(Event::breakpoint_x(target_addr()))
+    let counter = Counter::builder_for(target_breakpoint())
         .period(1)
         .sample(SampleType::IP | SampleType::TID)
         .open()
@@ -79,7 +79,7 @@ fn records_wrap_around_the_data_area_and_are_all_read() {
 
 #[test]
 fn a_full_ring_reports_lost_records() {
-    let counter = Counter::builder_for(Event::breakpoint_x(target_addr()))
+    let counter = Counter::builder_for(target_breakpoint())
         .period(1)
         .sample(SampleType::IP)
         .open()
@@ -124,7 +124,7 @@ fn sizes_round_like_perf() {
 
 #[test]
 fn unread_records_stay_for_the_next_batch() {
-    let counter = Counter::builder_for(Event::breakpoint_x(target_addr()))
+    let counter = Counter::builder_for(target_breakpoint())
         .period(1)
         .sample(SampleType::IP)
         .open()
@@ -150,12 +150,12 @@ fn unread_records_stay_for_the_next_batch() {
 
 #[test]
 fn shared_ring_via_set_output() {
-    let a = Counter::builder_for(Event::breakpoint_x(target_addr()))
+    let a = Counter::builder_for(target_breakpoint())
         .period(1)
         .sample(SampleType::IP | SampleType::ID)
         .open()
         .unwrap();
-    let b = Counter::builder_for(Event::breakpoint_w(&WATCHED as *const _ as u64, 8))
+    let b = Counter::builder_for(watched_watchpoint())
         .period(1)
         .sample(SampleType::IP | SampleType::ID)
         .open()

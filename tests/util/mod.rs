@@ -52,3 +52,17 @@ pub fn spin_ms(ms: u64) -> u64 {
     }
     x
 }
+
+/// An execute breakpoint on [`perfring_test_target`].
+pub fn target_breakpoint() -> perfring::Event {
+    perfring::Event::breakpoint(perfring::event::Access::Execute, target_addr(), 8)
+}
+
+/// A write watchpoint on [`WATCHED`].
+pub fn watched_watchpoint() -> perfring::Event {
+    perfring::Event::breakpoint(
+        perfring::event::Access::Write,
+        &WATCHED as *const _ as u64,
+        8,
+    )
+}
