@@ -140,7 +140,12 @@ pub fn run() -> Report {
         pmus: pmus(),
         checks: CHECKS
             .iter()
-            .map(|&name| (name, run_check(name).expect("every name in CHECKS has a probe")))
+            .map(|&name| {
+                (
+                    name,
+                    run_check(name).expect("every name in CHECKS has a probe"),
+                )
+            })
             .collect(),
     }
 }
@@ -182,7 +187,9 @@ fn read_int(path: &str) -> Option<i64> {
 /// `RLIMIT_MEMLOCK` from `/proc/self/limits` ("Max locked memory  SOFT  HARD  bytes").
 fn memlock_limit() -> Option<MemlockLimit> {
     let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|l| l.starts_with("Max locked memory"))?;
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max locked memory"))?;
     let mut fields = line["Max locked memory".len()..].split_whitespace();
     let parse = |v: &str| -> Option<Option<u64>> {
         if v == "unlimited" {
@@ -256,7 +263,9 @@ const N: u64 = 100;
 
 /// A builder for a user-space-only event (so the probe also works at paranoid 2).
 fn user_only(event: Event) -> Builder {
-    Counter::builder_for(event).exclude_kernel(true).exclude_hv(true)
+    Counter::builder_for(event)
+        .exclude_kernel(true)
+        .exclude_hv(true)
 }
 
 fn exact(what: &str, got: u64, want: u64) -> Check {
@@ -373,8 +382,12 @@ fn probe_breakpoint_r() -> Check {
         Err(e) => format!("an RW watchpoint failed too: {e}"),
     };
     match watch(sys::HW_BREAKPOINT_R) {
-        Ok(n) if n == N => Check::pass(format!("read-only watchpoint counted {N} loads exactly; {rw}")),
-        Ok(n) => Check::fail(format!("read-only watchpoint counted {n} of {N} loads; {rw}")),
+        Ok(n) if n == N => Check::pass(format!(
+            "read-only watchpoint counted {N} loads exactly; {rw}"
+        )),
+        Ok(n) => Check::fail(format!(
+            "read-only watchpoint counted {n} of {N} loads; {rw}"
+        )),
         Err(e) => {
             let why = match e.raw_os_error() {
                 Some(libc::EINVAL) => "the kernel rejects HW_BREAKPOINT_R alone (EINVAL): this CPU has no read-only watchpoints (x86 has none)".to_string(),
@@ -423,7 +436,9 @@ fn probe_tracepoint() -> Check {
             }
         })?;
         Ok(if n >= SLEEPS {
-            Check::pass(format!("sched:sched_switch counted {n} switches for {SLEEPS} sleeps"))
+            Check::pass(format!(
+                "sched:sched_switch counted {n} switches for {SLEEPS} sleeps"
+            ))
         } else {
             Check::fail(format!("sched:sched_switch counted {n} switches for {SLEEPS} sleeps (expected at least {SLEEPS})"))
         })
@@ -437,7 +452,10 @@ fn file_offset_of(addr: u64) -> Option<(String, u64)> {
         // start-end perms offset dev inode path
         let mut f = line.split_whitespace();
         let (start, end) = f.next()?.split_once('-')?;
-        let (start, end) = (u64::from_str_radix(start, 16).ok()?, u64::from_str_radix(end, 16).ok()?);
+        let (start, end) = (
+            u64::from_str_radix(start, 16).ok()?,
+            u64::from_str_radix(end, 16).ok()?,
+        );
         let perms = f.next()?;
         let offset = u64::from_str_radix(f.next()?, 16).ok()?;
         let path = f.nth(2)?;
@@ -456,16 +474,20 @@ fn probe_uprobe() -> Check {
         };
         let addr = addr_of_fn(target_uprobe);
         let Some((path, offset)) = file_offset_of(addr) else {
-            return Ok(Check::fail(format!("no executable file mapping holds {addr:#x} in /proc/self/maps")));
+            return Ok(Check::fail(format!(
+                "no executable file mapping holds {addr:#x} in /proc/self/maps"
+            )));
         };
         let Ok(c_path) = CString::new(path.clone()) else {
-            return Ok(Check::fail(format!("mapped path {path:?} contains a NUL byte")));
+            return Ok(Check::fail(format!(
+                "mapped path {path:?} contains a NUL byte"
+            )));
         };
         let mut builder = user_only(Event::parse("dummy")?);
         let attr = builder.attr_mut();
         attr.type_ = type_;
         attr.config = 0; // bit 0 would be retprobe
-        // The kernel reads the path string during perf_event_open only; `c_path` outlives it.
+                         // The kernel reads the path string during perf_event_open only; `c_path` outlives it.
         attr.__bindgen_anon_3.uprobe_path = c_path.as_ptr() as usize as u64;
         attr.__bindgen_anon_4.probe_offset = offset;
         let counter = builder.open()?;
@@ -514,9 +536,13 @@ fn probe_refresh() -> Check {
         let samples = ring_samples(&mut ring)?;
         let value = counter.read()?.value;
         Ok(if samples == 3 {
-            Check::pass(format!("REFRESH(3) then 10 calls: 3 samples, then disabled (count {value})"))
+            Check::pass(format!(
+                "REFRESH(3) then 10 calls: 3 samples, then disabled (count {value})"
+            ))
         } else {
-            Check::fail(format!("REFRESH(3) then 10 calls: {samples} samples (count {value}), expected exactly 3"))
+            Check::fail(format!(
+                "REFRESH(3) then 10 calls: {samples} samples (count {value}), expected exactly 3"
+            ))
         })
     })
 }
@@ -527,7 +553,9 @@ fn probe_rdpmc() -> Check {
         let counter = match user_only(Event::parse("cycles")?).open() {
             Ok(c) => c,
             Err(e) if e.kind() == ErrorKind::NoPmu => {
-                return Ok(Check::fail("no hardware PMU: rdpmc needs a hardware counter"))
+                return Ok(Check::fail(
+                    "no hardware PMU: rdpmc needs a hardware counter",
+                ))
             }
             Err(e) => return Ok(Check::fail(format!("rdpmc needs a hardware counter: {e}"))),
         };
@@ -546,7 +574,9 @@ fn probe_rdpmc() -> Check {
         Ok(if caps.cap_user_rdpmc() != 0 {
             Check::pass(detail)
         } else {
-            Check::fail(format!("{detail}: user-space rdpmc is off (see /sys/bus/event_source/devices/cpu/rdpmc)"))
+            Check::fail(format!(
+                "{detail}: user-space rdpmc is off (see /sys/bus/event_source/devices/cpu/rdpmc)"
+            ))
         })
     })
 }
@@ -590,10 +620,19 @@ static SIGTRAP_STRAY: AtomicU64 = AtomicU64::new(0);
 unsafe fn siginfo_word2<T: Copy>(info: *const libc::siginfo_t) -> T {
     // SAFETY: siginfo_t is 128 bytes; offset 24 plus size_of::<T>() (4 or 8) is within
     // it, and read_unaligned has no alignment requirement.
-    unsafe { info.cast::<u8>().add(SI_UNION_WORD2).cast::<T>().read_unaligned() }
+    unsafe {
+        info.cast::<u8>()
+            .add(SI_UNION_WORD2)
+            .cast::<T>()
+            .read_unaligned()
+    }
 }
 
-extern "C" fn on_overflow_signal(_sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+extern "C" fn on_overflow_signal(
+    _sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    _: *mut libc::c_void,
+) {
     // Async-signal context: only loads and stores of atomics, no allocation, no locks.
     // SAFETY: SA_SIGINFO handlers receive a valid siginfo_t.
     let code = unsafe { (*info).si_code };
@@ -634,10 +673,15 @@ impl HandlerGuard {
         let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
         // SAFETY: a null new action only queries; `old` is valid for writes.
         if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
-            return Err(format!("sigaction({sig}): {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "sigaction({sig}): {}",
+                std::io::Error::last_os_error()
+            ));
         }
         if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
-            return Err(format!("signal {sig} already has a handler; not taking it over"));
+            return Err(format!(
+                "signal {sig} already has a handler; not taking it over"
+            ));
         }
         // SAFETY: as above, all-zero is valid.
         let mut new: libc::sigaction = unsafe { std::mem::zeroed() };
@@ -650,7 +694,10 @@ impl HandlerGuard {
         unsafe { libc::sigaddset(&mut new.sa_mask, sig) };
         // SAFETY: `new` is a fully initialised action whose handler only touches atomics.
         if unsafe { libc::sigaction(sig, &new, std::ptr::null_mut()) } != 0 {
-            return Err(format!("sigaction({sig}): {}", std::io::Error::last_os_error()));
+            return Err(format!(
+                "sigaction({sig}): {}",
+                std::io::Error::last_os_error()
+            ));
         }
         Ok(HandlerGuard { sig, old })
     }
@@ -714,8 +761,11 @@ pub fn probe_signal() -> Check {
             pid: gettid(),
         };
         let fcntl_err = |what: &str| {
-            Error::from_errno(format!("fcntl({fd}, {what})"), std::io::Error::last_os_error())
-                .with_kind(ErrorKind::Signal)
+            Error::from_errno(
+                format!("fcntl({fd}, {what})"),
+                std::io::Error::last_os_error(),
+            )
+            .with_kind(ErrorKind::Signal)
         };
         // SAFETY: F_SETOWN_EX reads one f_owner_ex through the pointer; `owner` outlives it.
         if unsafe { libc::fcntl(fd, F_SETOWN_EX, &owner as *const FOwnerEx) } != 0 {
@@ -743,7 +793,11 @@ pub fn probe_signal() -> Check {
         );
         let detail = format!(
             "{N} overflows, {hits} signals (SIGRTMIN+4) with si_fd {fd} on this thread{}",
-            if stray > 0 { format!(", {stray} stray") } else { String::new() }
+            if stray > 0 {
+                format!(", {stray} stray")
+            } else {
+                String::new()
+            }
         );
         Ok(if hits > 0 && hits <= N {
             Check::pass(detail)
@@ -781,7 +835,11 @@ pub fn probe_sigtrap() -> Check {
             SIGTRAP_HITS.load(Ordering::Relaxed),
             SIGTRAP_STRAY.load(Ordering::Relaxed),
         );
-        let mut check = exact(&format!("{N} overflows, SIGTRAPs with TRAP_PERF and si_perf_data"), hits, N);
+        let mut check = exact(
+            &format!("{N} overflows, SIGTRAPs with TRAP_PERF and si_perf_data"),
+            hits,
+            N,
+        );
         if stray > 0 {
             check.ok = false;
             check.detail.push_str(&format!(", {stray} stray"));
