@@ -490,7 +490,15 @@ fn probe_uprobe() -> Check {
                          // The kernel reads the path string during perf_event_open only; `c_path` outlives it.
         attr.__bindgen_anon_3.uprobe_path = c_path.as_ptr() as usize as u64;
         attr.__bindgen_anon_4.probe_offset = offset;
-        let counter = builder.open()?;
+        // The stand-in event is named "dummy"; say what was really opened.
+        let counter = match builder.open() {
+            Ok(c) => c,
+            Err(e) => {
+                return Ok(Check::fail(format!(
+                    "uprobe PMU (type {type_}) on {path}+{offset:#x}: {e}"
+                )))
+            }
+        };
         let n = count_around(&counter, || {
             call_n(target_uprobe, N);
         })?;
@@ -744,18 +752,20 @@ pub fn probe_signal() -> Check {
     #[cfg(target_pointer_width = "64")]
     run_probe(|| {
         let sig = libc::SIGRTMIN() + 4;
+        SIGNAL_HITS.store(0, Ordering::Relaxed);
+        SIGNAL_STRAY.store(0, Ordering::Relaxed);
+        // The guard is created first so that it is dropped last, on every path: the
+        // counter's fd is closed before the old disposition comes back.
+        let guard = match HandlerGuard::install(sig, on_overflow_signal) {
+            Ok(g) => g,
+            Err(why) => return Ok(Check::fail(why)),
+        };
         let counter = user_only(Event::breakpoint_x(addr_of_fn(target_signal)))
             .period(1)
             .wakeup_events(1)
             .open()?;
         let fd = counter.as_raw_fd();
         SIGNAL_FD.store(fd, Ordering::Relaxed);
-        SIGNAL_HITS.store(0, Ordering::Relaxed);
-        SIGNAL_STRAY.store(0, Ordering::Relaxed);
-        let guard = match HandlerGuard::install(sig, on_overflow_signal) {
-            Ok(g) => g,
-            Err(why) => return Ok(Check::fail(why)),
-        };
         let owner = FOwnerEx {
             type_: F_OWNER_TID,
             pid: gettid(),
