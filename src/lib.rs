@@ -4,6 +4,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod counter;
+pub mod doctor;
 pub mod error;
 pub mod event;
 pub mod launch;

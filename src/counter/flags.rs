@@ -29,6 +29,14 @@ macro_rules! mask_type {
             pub const fn contains(self, other: Self) -> bool {
                 self.0 & other.0 == other.0
             }
+            /// The flag named `name` (`"IP"`, `"ip"`, `"total_time_enabled"`): the kernel's
+            /// name without its `PERF_SAMPLE_`/`PERF_FORMAT_` prefix, in any case.
+            pub fn from_name(name: &str) -> Option<Self> {
+                $(if name.eq_ignore_ascii_case(stringify!($flag)) { return Some(Self::$flag); })*
+                None
+            }
+            /// The names of all flags, in bit order.
+            pub const NAMES: &'static [&'static str] = &[$(stringify!($flag)),*];
             /// The names of the set flags, kernel-style, for display.
             pub fn names(self) -> Vec<&'static str> {
                 let mut v = Vec::new();
@@ -146,5 +154,12 @@ mod tests {
             format!("{:?}", ReadFormat::ID | ReadFormat::LOST),
             "ReadFormat(0x14: ID|LOST)"
         );
+        assert_eq!(SampleType::from_name("tid"), Some(SampleType::TID));
+        assert_eq!(
+            ReadFormat::from_name("Total_Time_Running"),
+            Some(ReadFormat::TOTAL_TIME_RUNNING)
+        );
+        assert_eq!(SampleType::from_name("nope"), None);
+        assert_eq!(ReadFormat::NAMES.len(), 5);
     }
 }

@@ -1,0 +1,113 @@
+//! `perfring doctor`: the report as a table or as one JSON object.
+
+use std::fmt::Write;
+
+use perfring::counter::diagnose::paranoid_meaning;
+use perfring::doctor::{MemlockLimit, Report};
+
+use super::json::Json;
+
+fn opt_int(v: Option<i64>) -> String {
+    v.map_or_else(|| "unknown".into(), |v| v.to_string())
+}
+
+fn limit(v: Option<u64>) -> String {
+    v.map_or_else(|| "unlimited".into(), |v| v.to_string())
+}
+
+fn memlock_text(m: Option<MemlockLimit>) -> String {
+    match m {
+        Some(m) => format!("soft {} / hard {} bytes", limit(m.soft), limit(m.hard)),
+        None => "unknown".into(),
+    }
+}
+
+/// The human-readable report.
+pub fn table(r: &Report) -> String {
+    let mut out = String::new();
+    let mut fact = |name: &str, value: String| {
+        let _ = writeln!(out, "{name:<26} {value}");
+    };
+    fact("kernel", r.kernel.clone());
+    fact(
+        "perf_event_paranoid",
+        match r.paranoid {
+            Some(l) => format!("{l} ({})", paranoid_meaning(l)),
+            None => "unknown".into(),
+        },
+    );
+    fact(
+        "perf_event_max_sample_rate",
+        format!("{} /s", opt_int(r.max_sample_rate)),
+    );
+    fact(
+        "perf_cpu_time_max_percent",
+        format!("{} %", opt_int(r.cpu_time_max_percent)),
+    );
+    fact(
+        "perf_event_mlock_kb",
+        format!("{} KiB", opt_int(r.mlock_kb)),
+    );
+    fact("RLIMIT_MEMLOCK", memlock_text(r.memlock));
+    fact(
+        "pmus",
+        r.pmus
+            .iter()
+            .map(|p| format!("{}={}", p.name, p.type_))
+            .collect::<Vec<_>>()
+            .join(" "),
+    );
+    out.push('\n');
+    let _ = writeln!(out, "{:<14} {:<4} detail", "check", "ok");
+    for (name, check) in &r.checks {
+        let status = if check.ok { "ok" } else { "FAIL" };
+        let _ = writeln!(out, "{name:<14} {status:<4} {}", check.detail);
+    }
+    out
+}
+
+/// The report as one JSON object.
+pub fn json(r: &Report) -> Json {
+    let int = |v: Option<i64>| Json::opt(v, Json::Int);
+    let memlock = Json::opt(r.memlock, |m| {
+        // null means unlimited.
+        Json::object([
+            ("soft", Json::opt(m.soft, Json::Uint)),
+            ("hard", Json::opt(m.hard, Json::Uint)),
+        ])
+    });
+    Json::object([
+        ("kernel", Json::str(r.kernel.clone())),
+        ("paranoid", int(r.paranoid)),
+        ("max_sample_rate", int(r.max_sample_rate)),
+        ("cpu_time_max_percent", int(r.cpu_time_max_percent)),
+        (
+            "pmus",
+            Json::Array(
+                r.pmus
+                    .iter()
+                    .map(|p| {
+                        Json::object([
+                            ("name", Json::str(p.name.clone())),
+                            ("type", Json::Uint(p.type_.into())),
+                        ])
+                    })
+                    .collect(),
+            ),
+        ),
+        ("mlock_kb", int(r.mlock_kb)),
+        ("memlock_rlimit", memlock),
+        (
+            "checks",
+            Json::object(r.checks.iter().map(|(name, c)| {
+                (
+                    *name,
+                    Json::object([
+                        ("ok", Json::Bool(c.ok)),
+                        ("detail", Json::str(c.detail.clone())),
+                    ]),
+                )
+            })),
+        ),
+    ])
+}

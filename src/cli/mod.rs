@@ -1,0 +1,128 @@
+//! The `perfring` command: parse flags, call the library, print. Nothing here opens an
+//! event, maps a ring or decodes a record by itself; exit codes are chosen in `main.rs`.
+
+pub mod args;
+pub mod doctor;
+pub mod explain;
+pub mod json;
+
+use std::ffi::OsString;
+use std::fmt;
+
+use args::{Command, Topic};
+
+/// Why the command failed; `main` turns each kind into an exit code.
+#[derive(Debug)]
+pub enum Failure {
+    /// The command line is wrong (unknown flag, missing value, conflicting flags).
+    Usage(String),
+    /// A flag's value was rejected by the library (e.g. an event string that does not parse).
+    Input(perfring::Error),
+    /// The library failed at run time. `doctor` reports failures as findings and
+    /// `explain` opens nothing, so only `watch` (to come) produces this.
+    #[allow(dead_code)]
+    Runtime(perfring::Error),
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Usage(msg) => f.write_str(msg),
+            Failure::Input(e) | Failure::Runtime(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Runs the command line `args` (without the program name), returning what to print.
+pub fn run(args: impl IntoIterator<Item = OsString>) -> Result<String, Failure> {
+    match args::parse(args)? {
+        Command::Help(topic) => Ok(help(topic).to_string()),
+        Command::Doctor { json } => {
+            let report = perfring::doctor::run();
+            Ok(if json {
+                doctor::json(&report).render() + "\n"
+            } else {
+                doctor::table(&report)
+            })
+        }
+        Command::Explain { event, json } => {
+            let builder = event.builder()?;
+            let fields = explain::fields(&builder);
+            Ok(if json {
+                explain::json(&fields).render() + "\n"
+            } else {
+                explain::text(&fields)
+            })
+        }
+    }
+}
+
+/// Usage text for `topic`.
+pub fn help(topic: Topic) -> &'static str {
+    match topic {
+        Topic::Main => MAIN_HELP,
+        Topic::Doctor => DOCTOR_HELP,
+        Topic::Explain => EXPLAIN_HELP,
+    }
+}
+
+const MAIN_HELP: &str = "\
+perfring: Linux perf_event overflow notifications and zero-copy ring decoding
+
+Usage: perfring <COMMAND> [OPTIONS]
+
+Commands:
+  doctor    Probe what this machine allows: limits, PMUs, and each mechanism
+  explain   Print the perf_event_attr an event and its flags would be opened with
+  help      Print this text, or a command's (perfring help explain)
+
+Options:
+  -h, --help  Print help
+
+Exit status: 0 on success, 1 when the operation failed, 2 on a usage error.
+";
+
+const DOCTOR_HELP: &str = "\
+Probe what this machine allows perfring to do, by trying each thing.
+
+Usage: perfring doctor [--json]
+
+Reports the kernel, perf_event_paranoid, perf_event_max_sample_rate,
+perf_cpu_time_max_percent, the mlock budget for rings (perf_event_mlock_kb and
+RLIMIT_MEMLOCK), the PMUs, and one check per mechanism: hardware, software,
+breakpoint_x, breakpoint_w, breakpoint_r, tracepoint, uprobe, mmap, signal,
+sigtrap, refresh, rdpmc. A failed check is a finding, not an error: the exit
+status is 0 whenever the report was produced.
+
+Options:
+      --json  Print one JSON object instead of a table
+  -h, --help  Print help
+";
+
+const EXPLAIN_HELP: &str = "\
+Print the perf_event_attr (and pid, cpu, group_fd, flags) that an event would be
+opened with, field by field, using the kernel's field names. Opens nothing.
+
+Usage: perfring explain -e EVENT [OPTIONS]
+
+Event options (the same as perfring watch):
+  -e, --event EVENT          Event: cpu-clock, page-faults, cycles, mem:ADDR:x, mem:ADDR/LEN:w, ...
+  -c, --count N              Sample period: overflow every N events
+  -F, --freq HZ              Sample frequency: about HZ overflows a second
+      --inherit              Also count threads and children created later
+      --sample LIST          sample_type flags, comma-separated: ip,tid,time,addr,read,
+                             callchain,id,cpu,period,stream_id,raw,...
+      --read-format LIST     read_format flags: total_time_enabled,total_time_running,
+                             id,group,lost
+      --wakeup-events N      Wake up (or signal) every N samples
+      --sigtrap DATA         Synchronous SIGTRAP on overflow with si_perf_data = DATA
+  -p, --pid PID              Watch a process (by its main thread id)
+  -t, --tid TID              Watch a thread
+  -C, --cpu CPU              Watch one CPU (with -p/-t: that thread on that CPU only)
+
+Numbers are decimal or 0x-prefixed hex.
+
+Options:
+      --json                 Print one JSON object keyed by field name
+  -h, --help                 Print help
+";

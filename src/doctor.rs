@@ -1,0 +1,859 @@
+//! `perfring doctor`: what this machine lets perfring do, found by trying each thing.
+//!
+//! [`run`] reads the kernel's perf limits and PMU list, then runs one quick probe per
+//! mechanism (hardware and software counters, breakpoints, tracepoints, uprobes, the
+//! ring, overflow signals, `sigtrap`, `REFRESH`, `rdpmc`). Each probe opens real
+//! events through perfring's public API on the calling thread, checks an exact count
+//! where the mechanism allows one, and closes everything again. A probe never panics
+//! (a panic inside one is caught and reported as a failed check) and takes well under
+//! half a second.
+//!
+//! # Examples
+//! ```no_run
+//! let report = perfring::doctor::run();
+//! println!("kernel {}", report.kernel);
+//! for (name, check) in &report.checks {
+//!     println!("{name:<14} {} {}", if check.ok { "ok  " } else { "FAIL" }, check.detail);
+//! }
+//! assert!(report.check("software").is_some_and(|c| c.ok));
+//! ```
+//!
+//! # Side effects
+//! The `signal` and `sigtrap` probes install process-wide signal handlers for the
+//! duration of the probe (a real-time signal and `SIGTRAP`) and restore the previous
+//! dispositions afterwards; they refuse to run if a foreign handler is installed. Run
+//! the doctor before installing handlers of your own, or from a separate process (as
+//! `perfring doctor` does).
+//!
+//! # Safety
+//! The unsafe code here is confined to the two signal probes ([`probe_signal`],
+//! [`probe_sigtrap`]): `sigaction`, `fcntl`, `pthread_sigmask` and `sigtimedwait` with
+//! valid, initialised arguments, and handlers that only do atomic stores.
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::hint::black_box;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::counter::diagnose::paranoid_level;
+use crate::ring::{Ring, RingSize};
+use crate::{sys, Builder, Counter, Error, ErrorKind, Event, SampleType};
+
+/// Everything the doctor found out.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// `uname -r` (from `/proc/sys/kernel/osrelease`).
+    pub kernel: String,
+    /// `kernel.perf_event_paranoid`, if readable.
+    pub paranoid: Option<i64>,
+    /// `kernel.perf_event_max_sample_rate`: the cap on overflows per second.
+    pub max_sample_rate: Option<i64>,
+    /// `kernel.perf_cpu_time_max_percent`: CPU share perf interrupts may use.
+    pub cpu_time_max_percent: Option<i64>,
+    /// `kernel.perf_event_mlock_kb`: KiB of rings each user may map beyond `RLIMIT_MEMLOCK`.
+    pub mlock_kb: Option<i64>,
+    /// This process's `RLIMIT_MEMLOCK`, if readable.
+    pub memlock: Option<MemlockLimit>,
+    /// The PMUs in `/sys/bus/event_source/devices`, sorted by type.
+    pub pmus: Vec<Pmu>,
+    /// One result per probe, in the order of [`CHECKS`].
+    pub checks: Vec<(&'static str, Check)>,
+}
+
+impl Report {
+    /// The result of the probe named `name` (one of [`CHECKS`]).
+    pub fn check(&self, name: &str) -> Option<&Check> {
+        self.checks.iter().find(|(n, _)| *n == name).map(|(_, c)| c)
+    }
+}
+
+/// `RLIMIT_MEMLOCK` in bytes; `None` means unlimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemlockLimit {
+    /// The soft limit, which applies.
+    pub soft: Option<u64>,
+    /// The hard limit, up to which the soft one may be raised.
+    pub hard: Option<u64>,
+}
+
+/// A PMU the kernel registered: its name and the `perf_event_attr.type` to use for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pmu {
+    /// Directory name, e.g. `software`, `breakpoint`, `uprobe`, `cpu`.
+    pub name: String,
+    /// Its dynamic or fixed type number.
+    pub type_: u32,
+}
+
+/// One probe's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// Whether the mechanism works as perfring needs it to.
+    pub ok: bool,
+    /// What was measured, or the error (with its fix) when it failed.
+    pub detail: String,
+}
+
+impl Check {
+    fn pass(detail: impl Into<String>) -> Check {
+        Check {
+            ok: true,
+            detail: detail.into(),
+        }
+    }
+    fn fail(detail: impl Into<String>) -> Check {
+        Check {
+            ok: false,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// The probes [`run`] performs, in order.
+pub const CHECKS: [&str; 12] = [
+    "hardware",
+    "software",
+    "breakpoint_x",
+    "breakpoint_w",
+    "breakpoint_r",
+    "tracepoint",
+    "uprobe",
+    "mmap",
+    "signal",
+    "sigtrap",
+    "refresh",
+    "rdpmc",
+];
+
+/// Reads the machine's perf settings and runs every probe in [`CHECKS`].
+pub fn run() -> Report {
+    Report {
+        kernel: read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_else(|| "unknown".into()),
+        paranoid: paranoid_level(),
+        max_sample_rate: read_int("/proc/sys/kernel/perf_event_max_sample_rate"),
+        cpu_time_max_percent: read_int("/proc/sys/kernel/perf_cpu_time_max_percent"),
+        mlock_kb: read_int("/proc/sys/kernel/perf_event_mlock_kb"),
+        memlock: memlock_limit(),
+        pmus: pmus(),
+        checks: CHECKS
+            .iter()
+            .map(|&name| {
+                (
+                    name,
+                    run_check(name).expect("every name in CHECKS has a probe"),
+                )
+            })
+            .collect(),
+    }
+}
+
+/// Runs the one probe named `name`; `None` if there is no such probe.
+pub fn run_check(name: &str) -> Option<Check> {
+    let probe: fn() -> Check = match name {
+        "hardware" => probe_hardware,
+        "software" => probe_software,
+        "breakpoint_x" => probe_breakpoint_x,
+        "breakpoint_w" => probe_breakpoint_w,
+        "breakpoint_r" => probe_breakpoint_r,
+        "tracepoint" => probe_tracepoint,
+        "uprobe" => probe_uprobe,
+        "mmap" => probe_mmap,
+        "signal" => probe_signal,
+        "sigtrap" => probe_sigtrap,
+        "refresh" => probe_refresh,
+        "rdpmc" => probe_rdpmc,
+        _ => return None,
+    };
+    Some(
+        std::panic::catch_unwind(probe)
+            .unwrap_or_else(|_| Check::fail(format!("the {name} probe panicked (a perfring bug)"))),
+    )
+}
+
+// ---------------------------------------------------------------------------------
+// Facts
+
+fn read_trimmed(path: impl AsRef<Path>) -> Option<String> {
+    Some(std::fs::read_to_string(path).ok()?.trim().to_string())
+}
+
+fn read_int(path: &str) -> Option<i64> {
+    read_trimmed(path)?.parse().ok()
+}
+
+/// `RLIMIT_MEMLOCK` from `/proc/self/limits` ("Max locked memory  SOFT  HARD  bytes").
+fn memlock_limit() -> Option<MemlockLimit> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max locked memory"))?;
+    let mut fields = line["Max locked memory".len()..].split_whitespace();
+    let parse = |v: &str| -> Option<Option<u64>> {
+        if v == "unlimited" {
+            Some(None)
+        } else {
+            v.parse().ok().map(Some)
+        }
+    };
+    Some(MemlockLimit {
+        soft: parse(fields.next()?)?,
+        hard: parse(fields.next()?)?,
+    })
+}
+
+/// The PMUs under `/sys/bus/event_source/devices`, each with its `type` file.
+pub fn pmus() -> Vec<Pmu> {
+    let Ok(dir) = std::fs::read_dir("/sys/bus/event_source/devices") else {
+        return Vec::new();
+    };
+    let mut pmus: Vec<Pmu> = dir
+        .filter_map(|entry| {
+            let entry = entry.ok()?;
+            let type_ = read_trimmed(entry.path().join("type"))?.parse().ok()?;
+            Some(Pmu {
+                name: entry.file_name().to_string_lossy().into_owned(),
+                type_,
+            })
+        })
+        .collect();
+    pmus.sort_by(|a, b| (a.type_, &a.name).cmp(&(b.type_, &b.name)));
+    pmus
+}
+
+// ---------------------------------------------------------------------------------
+// Targets: functions and variables the probes watch. Each probe has its own, so that
+// no two probes' breakpoints or uprobes share an address.
+
+macro_rules! target_fn {
+    ($name:ident, $k:expr) => {
+        #[inline(never)]
+        fn $name(x: u64) -> u64 {
+            black_box(x).wrapping_mul($k) ^ $k
+        }
+    };
+}
+target_fn!(target_bp_x, 0x9e37_79b9);
+target_fn!(target_uprobe, 0x85eb_ca6b);
+target_fn!(target_mmap, 0xc2b2_ae35);
+target_fn!(target_signal, 0x27d4_eb2f);
+target_fn!(target_sigtrap, 0x1656_67b1);
+target_fn!(target_refresh, 0xd3a2_646c);
+
+fn addr_of_fn(f: fn(u64) -> u64) -> u64 {
+    f as usize as u64
+}
+
+/// Calls `f` `n` times through an opaque pointer, so none of the calls is inlined.
+fn call_n(f: fn(u64) -> u64, n: u64) -> u64 {
+    (0..n).fold(0, |acc, i| acc ^ black_box(f)(black_box(i)))
+}
+
+static WATCHED_W: AtomicU64 = AtomicU64::new(0);
+static WATCHED_R: AtomicU64 = AtomicU64::new(0);
+
+fn var_addr(v: &'static AtomicU64) -> u64 {
+    v.as_ptr() as usize as u64
+}
+
+/// How many times each exact-count probe triggers its event.
+const N: u64 = 100;
+
+/// A builder for a user-space-only event (so the probe also works at paranoid 2).
+fn user_only(event: Event) -> Builder {
+    Counter::builder_for(event)
+        .exclude_kernel(true)
+        .exclude_hv(true)
+}
+
+fn exact(what: &str, got: u64, want: u64) -> Check {
+    if got == want {
+        Check::pass(format!("{what}: counted {got} of {want}, exact"))
+    } else {
+        Check::fail(format!("{what}: counted {got}, expected exactly {want}"))
+    }
+}
+
+fn run_probe(f: impl FnOnce() -> Result<Check, Error>) -> Check {
+    f().unwrap_or_else(|e| Check::fail(e.to_string()))
+}
+
+/// Counts `counter` around `work`, returning the raw value.
+fn count_around(counter: &Counter, work: impl FnOnce()) -> Result<u64, Error> {
+    counter.reset()?;
+    counter.enable()?;
+    work();
+    counter.disable()?;
+    Ok(counter.read()?.value)
+}
+
+/// Drains `ring`, returning how many `PERF_RECORD_SAMPLE`s it held.
+fn ring_samples(ring: &mut Ring) -> Result<u64, Error> {
+    let mut batch = ring.batch();
+    let mut samples = 0;
+    while let Some(record) = batch.next() {
+        if record?.kind() == sys::PERF_RECORD_SAMPLE {
+            samples += 1;
+        }
+    }
+    Ok(samples)
+}
+
+// ---------------------------------------------------------------------------------
+// Probes
+
+/// `cycles`: opens on a machine with a hardware PMU; not in a VM without one.
+fn probe_hardware() -> Check {
+    run_probe(|| {
+        let counter = user_only(Event::parse("cycles")?).open()?;
+        let n = count_around(&counter, || {
+            call_n(target_bp_x, 10_000);
+        })?;
+        Ok(if n > 0 {
+            Check::pass(format!("cycles counted {n} for a short loop"))
+        } else {
+            Check::fail("cycles opened but counted 0: the (virtual) PMU does not count")
+        })
+    })
+}
+
+/// `cpu-clock` opens and counts some nanoseconds of a short busy loop.
+fn probe_software() -> Check {
+    run_probe(|| {
+        let counter = user_only(Event::parse("cpu-clock")?).open()?;
+        let n = count_around(&counter, || spin(Duration::from_millis(5)))?;
+        Ok(if n > 0 {
+            Check::pass(format!("cpu-clock counted {n} ns in a 5 ms busy loop"))
+        } else {
+            Check::fail("cpu-clock opened but counted 0 ns of a 5 ms busy loop")
+        })
+    })
+}
+
+fn spin(d: Duration) {
+    let end = std::time::Instant::now() + d;
+    let mut x = 0u64;
+    while std::time::Instant::now() < end {
+        x = black_box(x.wrapping_add(1));
+    }
+}
+
+/// An execute breakpoint on a local function counts each call exactly.
+fn probe_breakpoint_x() -> Check {
+    run_probe(|| {
+        let counter = user_only(Event::breakpoint_x(addr_of_fn(target_bp_x))).open()?;
+        let n = count_around(&counter, || {
+            call_n(target_bp_x, N);
+        })?;
+        Ok(exact(&format!("{N} calls"), n, N))
+    })
+}
+
+/// A write watchpoint on a static counts each store exactly.
+fn probe_breakpoint_w() -> Check {
+    run_probe(|| {
+        let counter = user_only(Event::breakpoint_w(var_addr(&WATCHED_W), 8)).open()?;
+        let n = count_around(&counter, || {
+            for i in 0..N {
+                WATCHED_W.store(black_box(i), Ordering::SeqCst);
+            }
+        })?;
+        Ok(exact(&format!("{N} stores"), n, N))
+    })
+}
+
+/// Read watchpoints: `HW_BREAKPOINT_R` alone (x86 has none: `EINVAL`), then `RW`.
+fn probe_breakpoint_r() -> Check {
+    let watch = |bp_type: u32| -> Result<u64, Error> {
+        let mut builder = user_only(Event::breakpoint_w(var_addr(&WATCHED_R), 8));
+        builder.attr_mut().bp_type = bp_type;
+        let counter = builder.open()?;
+        count_around(&counter, || {
+            for _ in 0..N {
+                black_box(WATCHED_R.load(Ordering::SeqCst));
+            }
+        })
+    };
+    let rw = match watch(sys::HW_BREAKPOINT_RW) {
+        Ok(n) if n == N => format!("an RW watchpoint counted all {N} loads exactly"),
+        Ok(n) => format!("an RW watchpoint counted {n} of {N} loads"),
+        Err(e) => format!("an RW watchpoint failed too: {e}"),
+    };
+    match watch(sys::HW_BREAKPOINT_R) {
+        Ok(n) if n == N => Check::pass(format!(
+            "read-only watchpoint counted {N} loads exactly; {rw}"
+        )),
+        Ok(n) => Check::fail(format!(
+            "read-only watchpoint counted {n} of {N} loads; {rw}"
+        )),
+        Err(e) => {
+            let why = match e.raw_os_error() {
+                Some(libc::EINVAL) => "the kernel rejects HW_BREAKPOINT_R alone (EINVAL): this CPU has no read-only watchpoints (x86 has none)".to_string(),
+                _ => format!("HW_BREAKPOINT_R failed: {e}"),
+            };
+            Check::fail(format!("{why}; {rw}"))
+        }
+    }
+}
+
+/// Where tracefs is mounted, if anywhere.
+fn tracefs() -> Option<&'static str> {
+    ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .into_iter()
+        .find(|p| Path::new(p).join("events").is_dir())
+}
+
+/// `sched:sched_switch` by id counts the context switches of a few short sleeps.
+fn probe_tracepoint() -> Check {
+    const SLEEPS: u64 = 5;
+    run_probe(|| {
+        // Prefer the event parser; fall back to a raw attr with the tracefs id.
+        let builder = match Event::parse("sched:sched_switch") {
+            Ok(event) => Counter::builder_for(event),
+            Err(_) => {
+                let Some(root) = tracefs() else {
+                    return Ok(Check::fail(
+                        "tracefs is not mounted (no /sys/kernel/tracing/events), so tracepoint ids cannot be read. Fix: `mount -t tracefs nodev /sys/kernel/tracing`",
+                    ));
+                };
+                let id_path = format!("{root}/events/sched/sched_switch/id");
+                let Some(id) = read_trimmed(&id_path).and_then(|s| s.parse::<u64>().ok()) else {
+                    return Ok(Check::fail(format!("cannot read {id_path}")));
+                };
+                let mut builder = Counter::builder_for(Event::parse("dummy")?);
+                builder.attr_mut().type_ = sys::PERF_TYPE_TRACEPOINT;
+                builder.attr_mut().config = id;
+                builder
+            }
+        };
+        // Tracepoints fire in the kernel: exclude_kernel would hide every one.
+        let counter = builder.open()?;
+        let n = count_around(&counter, || {
+            for _ in 0..SLEEPS {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })?;
+        Ok(if n >= SLEEPS {
+            Check::pass(format!(
+                "sched:sched_switch counted {n} switches for {SLEEPS} sleeps"
+            ))
+        } else {
+            Check::fail(format!("sched:sched_switch counted {n} switches for {SLEEPS} sleeps (expected at least {SLEEPS})"))
+        })
+    })
+}
+
+/// The mapped file and file offset of `addr`, from `/proc/self/maps`.
+fn file_offset_of(addr: u64) -> Option<(String, u64)> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines().find_map(|line| {
+        // start-end perms offset dev inode path
+        let mut f = line.split_whitespace();
+        let (start, end) = f.next()?.split_once('-')?;
+        let (start, end) = (
+            u64::from_str_radix(start, 16).ok()?,
+            u64::from_str_radix(end, 16).ok()?,
+        );
+        let perms = f.next()?;
+        let offset = u64::from_str_radix(f.next()?, 16).ok()?;
+        let path = f.nth(2)?;
+        (start <= addr && addr < end && perms.contains('x') && path.starts_with('/'))
+            .then(|| (path.to_string(), addr - start + offset))
+    })
+}
+
+/// A uprobe (uprobe PMU, `config1` = path, `config2` = offset) counts each call exactly.
+fn probe_uprobe() -> Check {
+    run_probe(|| {
+        let Some(type_) = read_trimmed("/sys/bus/event_source/devices/uprobe/type")
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            return Ok(Check::fail("no uprobe PMU (/sys/bus/event_source/devices/uprobe): the kernel lacks CONFIG_UPROBE_EVENTS"));
+        };
+        let addr = addr_of_fn(target_uprobe);
+        let Some((path, offset)) = file_offset_of(addr) else {
+            return Ok(Check::fail(format!(
+                "no executable file mapping holds {addr:#x} in /proc/self/maps"
+            )));
+        };
+        let Ok(c_path) = CString::new(path.clone()) else {
+            return Ok(Check::fail(format!(
+                "mapped path {path:?} contains a NUL byte"
+            )));
+        };
+        let mut builder = user_only(Event::parse("dummy")?);
+        let attr = builder.attr_mut();
+        attr.type_ = type_;
+        attr.config = 0; // bit 0 would be retprobe
+                         // The kernel reads the path string during perf_event_open only; `c_path` outlives it.
+        attr.__bindgen_anon_3.uprobe_path = c_path.as_ptr() as usize as u64;
+        attr.__bindgen_anon_4.probe_offset = offset;
+        // The stand-in event is named "dummy"; say what was really opened.
+        let counter = match builder.open() {
+            Ok(c) => c,
+            Err(e) => {
+                return Ok(Check::fail(format!(
+                    "uprobe PMU (type {type_}) on {path}+{offset:#x}: {e}"
+                )))
+            }
+        };
+        let n = count_around(&counter, || {
+            call_n(target_uprobe, N);
+        })?;
+        drop(counter);
+        drop(c_path);
+        let what = format!("{N} calls of {path}+{offset:#x}");
+        Ok(exact(&what, n, N))
+    })
+}
+
+/// A ring on an execute breakpoint with period 1 holds exactly one sample per call.
+fn probe_mmap() -> Check {
+    run_probe(|| {
+        let counter = user_only(Event::breakpoint_x(addr_of_fn(target_mmap)))
+            .period(1)
+            .sample(SampleType::IP | SampleType::TID)
+            .open()?;
+        let mut ring = Ring::map(&counter, RingSize::Pages(8))?;
+        counter.enable()?;
+        call_n(target_mmap, N);
+        counter.disable()?;
+        let samples = ring_samples(&mut ring)?;
+        let lost = ring.stats().lost;
+        let mut check = exact(&format!("{N} overflows, samples in the ring"), samples, N);
+        if lost > 0 {
+            check.detail.push_str(&format!(" ({lost} lost)"));
+        }
+        Ok(check)
+    })
+}
+
+/// `REFRESH(3)` on a period-1 breakpoint: exactly 3 overflows, then the counter stops.
+fn probe_refresh() -> Check {
+    run_probe(|| {
+        let counter = user_only(Event::breakpoint_x(addr_of_fn(target_refresh)))
+            .period(1)
+            .sample(SampleType::IP)
+            .open()?;
+        let mut ring = Ring::map(&counter, RingSize::Pages(4))?;
+        counter.refresh(3)?;
+        call_n(target_refresh, 10);
+        counter.disable()?;
+        let samples = ring_samples(&mut ring)?;
+        let value = counter.read()?.value;
+        Ok(if samples == 3 {
+            Check::pass(format!(
+                "REFRESH(3) then 10 calls: 3 samples, then disabled (count {value})"
+            ))
+        } else {
+            Check::fail(format!(
+                "REFRESH(3) then 10 calls: {samples} samples (count {value}), expected exactly 3"
+            ))
+        })
+    })
+}
+
+/// `rdpmc` needs a hardware counter mapped with its `cap_user_rdpmc` bit set.
+fn probe_rdpmc() -> Check {
+    run_probe(|| {
+        let counter = match user_only(Event::parse("cycles")?).open() {
+            Ok(c) => c,
+            Err(e) if e.kind() == ErrorKind::NoPmu => {
+                return Ok(Check::fail(
+                    "no hardware PMU: rdpmc needs a hardware counter",
+                ))
+            }
+            Err(e) => return Ok(Check::fail(format!("rdpmc needs a hardware counter: {e}"))),
+        };
+        let ring = Ring::map(&counter, RingSize::Pages(1))?;
+        counter.enable()?;
+        let ctl = ring.control();
+        counter.disable()?;
+        let caps: sys::perf_event_mmap_page__bindgen_ty_1__bindgen_ty_1 =
+            zerocopy::transmute!(ctl.__bindgen_anon_1);
+        let detail = format!(
+            "cap_user_rdpmc={}, index={}, pmc_width={}",
+            caps.cap_user_rdpmc(),
+            ctl.index,
+            ctl.pmc_width
+        );
+        Ok(if caps.cap_user_rdpmc() != 0 {
+            Check::pass(detail)
+        } else {
+            Check::fail(format!(
+                "{detail}: user-space rdpmc is off (see /sys/bus/event_source/devices/cpu/rdpmc)"
+            ))
+        })
+    })
+}
+
+// ---------------------------------------------------------------------------------
+// Signals. These two probes are raw libc on purpose, until perfring's notify module
+// (F_SETOWN_EX + F_SETSIG, SIGTRAP) can be used instead.
+
+/// `<asm-generic/fcntl.h>`: not exported by the libc crate for glibc targets.
+const F_SETSIG: libc::c_int = 10;
+/// `<asm-generic/fcntl.h>`.
+const F_SETOWN_EX: libc::c_int = 15;
+/// `<asm-generic/fcntl.h>`: `f_owner_ex.type` for one thread.
+const F_OWNER_TID: libc::c_int = 0;
+
+/// `struct f_owner_ex` from `<asm-generic/fcntl.h>`.
+#[repr(C)]
+struct FOwnerEx {
+    type_: libc::c_int,
+    pid: libc::pid_t,
+}
+
+/// Byte offset of `si_fd` (SIGPOLL) and of `si_perf_data` (TRAP_PERF) in `siginfo_t`
+/// on 64-bit Linux: after `si_signo`, `si_errno`, `si_code` and padding, the union starts
+/// at 16; `si_band` (long) puts `si_fd` at 24, `si_addr` (pointer) puts `_perf._data` at 24.
+#[cfg(target_pointer_width = "64")]
+const SI_UNION_WORD2: usize = 24;
+
+static SIGNAL_FD: AtomicI32 = AtomicI32::new(-1);
+static SIGNAL_HITS: AtomicU64 = AtomicU64::new(0);
+static SIGNAL_STRAY: AtomicU64 = AtomicU64::new(0);
+static SIGTRAP_DATA: AtomicU64 = AtomicU64::new(0);
+static SIGTRAP_HITS: AtomicU64 = AtomicU64::new(0);
+static SIGTRAP_STRAY: AtomicU64 = AtomicU64::new(0);
+
+/// Reads the second word of the siginfo union as a `T` (see [`SI_UNION_WORD2`]).
+///
+/// # Safety
+/// `info` must point to a kernel-filled `siginfo_t` (at least 128 bytes).
+#[cfg(target_pointer_width = "64")]
+unsafe fn siginfo_word2<T: Copy>(info: *const libc::siginfo_t) -> T {
+    // SAFETY: siginfo_t is 128 bytes; offset 24 plus size_of::<T>() (4 or 8) is within
+    // it, and read_unaligned has no alignment requirement.
+    unsafe {
+        info.cast::<u8>()
+            .add(SI_UNION_WORD2)
+            .cast::<T>()
+            .read_unaligned()
+    }
+}
+
+extern "C" fn on_overflow_signal(
+    _sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    _: *mut libc::c_void,
+) {
+    // Async-signal context: only loads and stores of atomics, no allocation, no locks.
+    // SAFETY: SA_SIGINFO handlers receive a valid siginfo_t.
+    let code = unsafe { (*info).si_code };
+    // SAFETY: as above; for a kernel-sent SIGPOLL-style signal the word is si_fd.
+    let fd: libc::c_int = unsafe { siginfo_word2(info) };
+    if code > 0 && fd == SIGNAL_FD.load(Ordering::Relaxed) {
+        SIGNAL_HITS.fetch_add(1, Ordering::Relaxed);
+    } else {
+        SIGNAL_STRAY.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+extern "C" fn on_sigtrap(_sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // Async-signal context: only loads and stores of atomics, no allocation, no locks.
+    // SAFETY: SA_SIGINFO handlers receive a valid siginfo_t.
+    let code = unsafe { (*info).si_code };
+    // SAFETY: as above; for TRAP_PERF the word is si_perf_data.
+    let data: u64 = unsafe { siginfo_word2(info) };
+    if code == libc::TRAP_PERF && data == SIGTRAP_DATA.load(Ordering::Relaxed) {
+        SIGTRAP_HITS.fetch_add(1, Ordering::Relaxed);
+    } else {
+        SIGTRAP_STRAY.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Installs `handler` for `sig` for the lifetime of the guard, if nobody else handles it.
+struct HandlerGuard {
+    sig: libc::c_int,
+    old: libc::sigaction,
+}
+
+impl HandlerGuard {
+    fn install(
+        sig: libc::c_int,
+        handler: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void),
+    ) -> Result<HandlerGuard, String> {
+        // SAFETY: sigaction is plain data; all-zero is a valid (empty) value.
+        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: a null new action only queries; `old` is valid for writes.
+        if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
+            return Err(format!(
+                "sigaction({sig}): {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
+            return Err(format!(
+                "signal {sig} already has a handler; not taking it over"
+            ));
+        }
+        // SAFETY: as above, all-zero is valid.
+        let mut new: libc::sigaction = unsafe { std::mem::zeroed() };
+        new.sa_sigaction = handler as usize;
+        new.sa_flags = libc::SA_SIGINFO;
+        // SAFETY: `new.sa_mask` is a valid sigset_t to fill. Blocking the signal in its own
+        // handler keeps the handler from nesting.
+        unsafe { libc::sigemptyset(&mut new.sa_mask) };
+        // SAFETY: as above.
+        unsafe { libc::sigaddset(&mut new.sa_mask, sig) };
+        // SAFETY: `new` is a fully initialised action whose handler only touches atomics.
+        if unsafe { libc::sigaction(sig, &new, std::ptr::null_mut()) } != 0 {
+            return Err(format!(
+                "sigaction({sig}): {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(HandlerGuard { sig, old })
+    }
+}
+
+impl Drop for HandlerGuard {
+    /// Discards any still-pending instance of the signal, then restores the old action,
+    /// so a late signal can never meet the default action (which would kill the process).
+    fn drop(&mut self) {
+        // SAFETY: sigset_t is plain data; sigemptyset initialises it.
+        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is valid for writes.
+        unsafe { libc::sigemptyset(&mut set) };
+        // SAFETY: as above.
+        unsafe { libc::sigaddset(&mut set, self.sig) };
+        // SAFETY: sigset_t is plain data.
+        let mut prev: libc::sigset_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `set` is initialised and `prev` valid for writes.
+        unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut prev) };
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `set` and `zero` are initialised; a null siginfo pointer is allowed.
+        while unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &zero) } > 0 {}
+        // SAFETY: `self.old` came from sigaction, so it is a valid action to reinstall.
+        unsafe { libc::sigaction(self.sig, &self.old, std::ptr::null_mut()) };
+        // SAFETY: `prev` was filled by pthread_sigmask above.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &prev, std::ptr::null_mut()) };
+    }
+}
+
+/// The calling thread's id.
+fn gettid() -> libc::pid_t {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() }
+}
+
+/// Overflow signals: `O_ASYNC` + `F_SETSIG` (a real-time signal) + `F_SETOWN_EX` to this
+/// thread, on a period-1 breakpoint; counts signals whose `si_fd` is the counter's.
+pub fn probe_signal() -> Check {
+    #[cfg(not(target_pointer_width = "64"))]
+    return Check::fail("the signal probe reads siginfo_t with the 64-bit layout only");
+    #[cfg(target_pointer_width = "64")]
+    run_probe(|| {
+        let sig = libc::SIGRTMIN() + 4;
+        SIGNAL_HITS.store(0, Ordering::Relaxed);
+        SIGNAL_STRAY.store(0, Ordering::Relaxed);
+        // The guard is created first so that it is dropped last, on every path: the
+        // counter's fd is closed before the old disposition comes back.
+        let guard = match HandlerGuard::install(sig, on_overflow_signal) {
+            Ok(g) => g,
+            Err(why) => return Ok(Check::fail(why)),
+        };
+        let counter = user_only(Event::breakpoint_x(addr_of_fn(target_signal)))
+            .period(1)
+            .wakeup_events(1)
+            .open()?;
+        let fd = counter.as_raw_fd();
+        SIGNAL_FD.store(fd, Ordering::Relaxed);
+        let owner = FOwnerEx {
+            type_: F_OWNER_TID,
+            pid: gettid(),
+        };
+        let fcntl_err = |what: &str| {
+            Error::from_errno(
+                format!("fcntl({fd}, {what})"),
+                std::io::Error::last_os_error(),
+            )
+            .with_kind(ErrorKind::Signal)
+        };
+        // SAFETY: F_SETOWN_EX reads one f_owner_ex through the pointer; `owner` outlives it.
+        if unsafe { libc::fcntl(fd, F_SETOWN_EX, &owner as *const FOwnerEx) } != 0 {
+            return Err(fcntl_err("F_SETOWN_EX"));
+        }
+        // SAFETY: F_SETSIG takes an integer signal number.
+        if unsafe { libc::fcntl(fd, F_SETSIG, sig) } != 0 {
+            return Err(fcntl_err("F_SETSIG"));
+        }
+        // SAFETY: F_GETFL/F_SETFL take and return integer flags.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+        // SAFETY: as above.
+        if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_ASYNC) } != 0 {
+            return Err(fcntl_err("F_SETFL O_ASYNC"));
+        }
+        counter.enable()?;
+        call_n(target_signal, N);
+        counter.disable()?;
+        drop(counter);
+        drop(guard);
+        SIGNAL_FD.store(-1, Ordering::Relaxed);
+        let (hits, stray) = (
+            SIGNAL_HITS.load(Ordering::Relaxed),
+            SIGNAL_STRAY.load(Ordering::Relaxed),
+        );
+        let detail = format!(
+            "{N} overflows, {hits} signals (SIGRTMIN+4) with si_fd {fd} on this thread{}",
+            if stray > 0 {
+                format!(", {stray} stray")
+            } else {
+                String::new()
+            }
+        );
+        Ok(if hits > 0 && hits <= N {
+            Check::pass(detail)
+        } else {
+            Check::fail(detail)
+        })
+    })
+}
+
+/// Synchronous `SIGTRAP` (`sigtrap`, `TRAP_PERF`, `si_perf_data`) on a period-1
+/// breakpoint: one signal per overflow, exactly.
+pub fn probe_sigtrap() -> Check {
+    #[cfg(not(target_pointer_width = "64"))]
+    return Check::fail("the sigtrap probe reads siginfo_t with the 64-bit layout only");
+    #[cfg(target_pointer_width = "64")]
+    run_probe(|| {
+        const DATA: u64 = 0x5157_7241_9e37_79b9;
+        SIGTRAP_DATA.store(DATA, Ordering::Relaxed);
+        SIGTRAP_HITS.store(0, Ordering::Relaxed);
+        SIGTRAP_STRAY.store(0, Ordering::Relaxed);
+        let guard = match HandlerGuard::install(libc::SIGTRAP, on_sigtrap) {
+            Ok(g) => g,
+            Err(why) => return Ok(Check::fail(why)),
+        };
+        let counter = user_only(Event::breakpoint_x(addr_of_fn(target_sigtrap)))
+            .period(1)
+            .sigtrap(DATA)
+            .open()?;
+        counter.enable()?;
+        call_n(target_sigtrap, N);
+        counter.disable()?;
+        drop(counter);
+        drop(guard);
+        let (hits, stray) = (
+            SIGTRAP_HITS.load(Ordering::Relaxed),
+            SIGTRAP_STRAY.load(Ordering::Relaxed),
+        );
+        let mut check = exact(
+            &format!("{N} overflows, SIGTRAPs with TRAP_PERF and si_perf_data"),
+            hits,
+            N,
+        );
+        if stray > 0 {
+            check.ok = false;
+            check.detail.push_str(&format!(", {stray} stray"));
+        }
+        Ok(check)
+    })
+}
