@@ -40,6 +40,7 @@ use std::time::Duration;
 
 use crate::counter::diagnose::paranoid_level;
 use crate::ring::{Ring, RingSize};
+use crate::event::Access;
 use crate::{sys, Builder, Counter, Error, ErrorKind, Event, SampleType};
 
 /// Everything the doctor found out.
@@ -343,7 +344,7 @@ fn spin(d: Duration) {
 /// An execute breakpoint on a local function counts each call exactly.
 fn probe_breakpoint_x() -> Check {
     run_probe(|| {
-        let counter = user_only(Event::breakpoint_x(addr_of_fn(target_bp_x))).open()?;
+        let counter = user_only(Event::breakpoint(Access::Execute, addr_of_fn(target_bp_x), 8)).open()?;
         let n = count_around(&counter, || {
             call_n(target_bp_x, N);
         })?;
@@ -354,7 +355,7 @@ fn probe_breakpoint_x() -> Check {
 /// A write watchpoint on a static counts each store exactly.
 fn probe_breakpoint_w() -> Check {
     run_probe(|| {
-        let counter = user_only(Event::breakpoint_w(var_addr(&WATCHED_W), 8)).open()?;
+        let counter = user_only(Event::breakpoint(Access::Write, var_addr(&WATCHED_W), 8)).open()?;
         let n = count_around(&counter, || {
             for i in 0..N {
                 WATCHED_W.store(black_box(i), Ordering::SeqCst);
@@ -367,7 +368,7 @@ fn probe_breakpoint_w() -> Check {
 /// Read watchpoints: `HW_BREAKPOINT_R` alone (x86 has none: `EINVAL`), then `RW`.
 fn probe_breakpoint_r() -> Check {
     let watch = |bp_type: u32| -> Result<u64, Error> {
-        let mut builder = user_only(Event::breakpoint_w(var_addr(&WATCHED_R), 8));
+        let mut builder = user_only(Event::breakpoint(Access::Write, var_addr(&WATCHED_R), 8));
         builder.attr_mut().bp_type = bp_type;
         let counter = builder.open()?;
         count_around(&counter, || {
@@ -398,35 +399,14 @@ fn probe_breakpoint_r() -> Check {
     }
 }
 
-/// Where tracefs is mounted, if anywhere.
-fn tracefs() -> Option<&'static str> {
-    ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-        .into_iter()
-        .find(|p| Path::new(p).join("events").is_dir())
-}
-
 /// `sched:sched_switch` by id counts the context switches of a few short sleeps.
 fn probe_tracepoint() -> Check {
     const SLEEPS: u64 = 5;
     run_probe(|| {
-        // Prefer the event parser; fall back to a raw attr with the tracefs id.
+        // The parser reads the id from tracefs and says how to mount it when missing.
         let builder = match Event::parse("sched:sched_switch") {
             Ok(event) => Counter::builder_for(event),
-            Err(_) => {
-                let Some(root) = tracefs() else {
-                    return Ok(Check::fail(
-                        "tracefs is not mounted (no /sys/kernel/tracing/events), so tracepoint ids cannot be read. Fix: `mount -t tracefs nodev /sys/kernel/tracing`",
-                    ));
-                };
-                let id_path = format!("{root}/events/sched/sched_switch/id");
-                let Some(id) = read_trimmed(&id_path).and_then(|s| s.parse::<u64>().ok()) else {
-                    return Ok(Check::fail(format!("cannot read {id_path}")));
-                };
-                let mut builder = Counter::builder_for(Event::parse("dummy")?);
-                builder.attr_mut().type_ = sys::PERF_TYPE_TRACEPOINT;
-                builder.attr_mut().config = id;
-                builder
-            }
+            Err(e) => return Ok(Check::fail(e.to_string())),
         };
         // Tracepoints fire in the kernel: exclude_kernel would hide every one.
         let counter = builder.open()?;
@@ -483,11 +463,11 @@ fn probe_uprobe() -> Check {
                 "mapped path {path:?} contains a NUL byte"
             )));
         };
-        let mut builder = user_only(Event::parse("dummy")?);
+        let event = Event::pmu(type_, 0).with_name(format!("uprobe:{path}+{offset:#x}"));
+        let mut builder = user_only(event);
         let attr = builder.attr_mut();
-        attr.type_ = type_;
-        attr.config = 0; // bit 0 would be retprobe
-                         // The kernel reads the path string during perf_event_open only; `c_path` outlives it.
+        // config bit 0 (retprobe) stays clear. The kernel reads the path string during
+        // perf_event_open only; `c_path` outlives it.
         attr.__bindgen_anon_3.uprobe_path = c_path.as_ptr() as usize as u64;
         attr.__bindgen_anon_4.probe_offset = offset;
         // The stand-in event is named "dummy"; say what was really opened.
@@ -512,7 +492,7 @@ fn probe_uprobe() -> Check {
 /// A ring on an execute breakpoint with period 1 holds exactly one sample per call.
 fn probe_mmap() -> Check {
     run_probe(|| {
-        let counter = user_only(Event::breakpoint_x(addr_of_fn(target_mmap)))
+        let counter = user_only(Event::breakpoint(Access::Execute, addr_of_fn(target_mmap), 8))
             .period(1)
             .sample(SampleType::IP | SampleType::TID)
             .open()?;
@@ -533,7 +513,7 @@ fn probe_mmap() -> Check {
 /// `REFRESH(3)` on a period-1 breakpoint: exactly 3 overflows, then the counter stops.
 fn probe_refresh() -> Check {
     run_probe(|| {
-        let counter = user_only(Event::breakpoint_x(addr_of_fn(target_refresh)))
+        let counter = user_only(Event::breakpoint(Access::Execute, addr_of_fn(target_refresh), 8))
             .period(1)
             .sample(SampleType::IP)
             .open()?;
@@ -760,7 +740,7 @@ pub fn probe_signal() -> Check {
             Ok(g) => g,
             Err(why) => return Ok(Check::fail(why)),
         };
-        let counter = user_only(Event::breakpoint_x(addr_of_fn(target_signal)))
+        let counter = user_only(Event::breakpoint(Access::Execute, addr_of_fn(target_signal), 8))
             .period(1)
             .wakeup_events(1)
             .open()?;
@@ -832,7 +812,7 @@ pub fn probe_sigtrap() -> Check {
             Ok(g) => g,
             Err(why) => return Ok(Check::fail(why)),
         };
-        let counter = user_only(Event::breakpoint_x(addr_of_fn(target_sigtrap)))
+        let counter = user_only(Event::breakpoint(Access::Execute, addr_of_fn(target_sigtrap), 8))
             .period(1)
             .sigtrap(DATA)
             .open()?;

@@ -145,7 +145,7 @@ impl EventArgs {
                 "-c (period) and -F (frequency) are exclusive: give one",
             ));
         }
-        let event = parse_event(name).map_err(Failure::Input)?;
+        let event = Event::parse(name).map_err(Failure::Input)?;
         let mut b = Counter::builder_for(event).target(self.target()?);
         if let Some(n) = self.period {
             b = b.period(n);
@@ -169,28 +169,6 @@ impl EventArgs {
             b = b.sigtrap(data);
         }
         Ok(b)
-    }
-}
-
-/// `Event::parse`, plus `mem:ADDR[/LEN]:x|w` breakpoints.
-///
-/// TEMPORARY: the `mem:` fallback stands in for the event parser being written on
-/// branch `events`, which parses breakpoints itself; remove it on merge.
-pub fn parse_event(s: &str) -> perfring::Result<Event> {
-    Event::parse(s).or_else(|err| breakpoint_event(s).ok_or(err))
-}
-
-fn breakpoint_event(s: &str) -> Option<Event> {
-    let (spec, mode) = s.strip_prefix("mem:")?.rsplit_once(':')?;
-    let (addr, len) = match spec.split_once('/') {
-        Some((a, l)) => (a, Some(parse_u64(l)?)),
-        None => (spec, None),
-    };
-    let addr = parse_u64(addr)?;
-    match mode {
-        "x" if len.is_none() => Some(Event::breakpoint_x(addr)),
-        "w" => Some(Event::breakpoint_w(addr, len.unwrap_or(8))),
-        _ => None,
     }
 }
 
@@ -391,19 +369,5 @@ mod tests {
             parse_str("explain -e no-such-event"),
             Err(Failure::Input(_))
         ));
-    }
-
-    #[test]
-    fn breakpoint_strings_until_the_parser_lands() {
-        assert_eq!(
-            breakpoint_event("mem:0x1000:x"),
-            Some(Event::breakpoint_x(0x1000))
-        );
-        assert_eq!(
-            breakpoint_event("mem:4096/4:w"),
-            Some(Event::breakpoint_w(4096, 4))
-        );
-        assert_eq!(breakpoint_event("mem:0x1000/4:x"), None);
-        assert_eq!(breakpoint_event("mem:zz:x"), None);
     }
 }
