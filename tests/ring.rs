@@ -184,3 +184,32 @@ fn shared_ring_via_set_output() {
     }
     assert_eq!((na, nb), (5, 7));
 }
+
+#[test]
+fn rdpmc_read_of_a_software_event_is_refused_with_the_reason() {
+    let counter = Counter::builder("cpu-clock")
+        .unwrap()
+        .exclude_kernel(true)
+        .open()
+        .unwrap();
+    let ring = Ring::map(&counter, RingSize::Pages(1)).unwrap();
+    counter.enable().unwrap();
+    let err = ring.read_self().unwrap_err();
+    assert_eq!(err.kind(), perfring::ErrorKind::Unsupported, "{err}");
+    assert!(err.to_string().contains("cap_user_rdpmc is 0"), "{err}");
+}
+
+#[test]
+#[ignore = "needs a hardware PMU"]
+fn rdpmc_reads_a_hardware_counter_without_a_syscall() {
+    let counter = Counter::builder("instructions:u").unwrap().open().unwrap();
+    let ring = Ring::map(&counter, RingSize::Pages(1)).unwrap();
+    counter.enable().unwrap();
+    let a = ring.read_self().unwrap();
+    call_target(10_000);
+    let b = ring.read_self().unwrap();
+    assert!(b.value > a.value + 10_000, "{a:?} {b:?}");
+    counter.disable().unwrap();
+    let r = ring.read_self();
+    assert!(r.is_err(), "disabled: index 0");
+}

@@ -15,7 +15,10 @@
 //! volatile copies, never through `&perf_event_mmap_page`.
 #![allow(unsafe_code)]
 
+mod selfmon;
 mod window;
+
+pub use selfmon::SelfCount;
 
 use std::mem::offset_of;
 use std::os::fd::{AsFd, AsRawFd};
