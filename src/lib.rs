@@ -1,5 +1,4 @@
-//! perfring: arm a Linux perf_event counter, get told when it overflows, and read the
-//! kernel's sample records in place from the mmap ring.
+#![doc = include_str!("../README.md")]
 #![deny(unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs, missing_debug_implementations)]
 
