@@ -4,6 +4,7 @@
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod error;
+pub mod records;
 pub mod sys;
 
 pub use error::{Error, ErrorKind, Result};
