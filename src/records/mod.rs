@@ -121,12 +121,10 @@ pub enum RecordKind<'a> {
 }
 
 /// One perf record, read in place: header, typed view and `sample_id`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct Record<'a> {
-    record_type: u32,
-    misc: u16,
     bytes: &'a [u8],
-    sample_id: SampleId<'a>,
+    layout: &'a Layout,
     kind: RecordKind<'a>,
 }
 
@@ -179,18 +177,14 @@ impl<'a> Record<'a> {
             size,
             bytes.len(),
         ))?;
-        let (record_type, misc) = (header.type_, header.misc);
-        if record_type == sys::PERF_RECORD_SAMPLE {
-            let sample = Sample::parse(bytes, layout)?;
+        if header.type_ == sys::PERF_RECORD_SAMPLE {
             return Ok(Record {
-                record_type,
-                misc,
                 bytes,
-                sample_id: sample.sample_id(),
-                kind: RecordKind::Sample(sample),
+                layout,
+                kind: RecordKind::Sample(Sample::parse(bytes, layout)?),
             });
         }
-        Self::parse_other(bytes, layout, record_type, misc)
+        Self::parse_other(bytes, layout, header.type_, header.misc)
     }
 
     #[cold]
@@ -202,10 +196,8 @@ impl<'a> Record<'a> {
     ) -> Result<Self, DecodeError> {
         if record_type >= sys::PERF_RECORD_MAX || record_type == 0 {
             return Ok(Record {
-                record_type,
-                misc,
                 bytes,
-                sample_id: SampleId::none(),
+                layout,
                 kind: RecordKind::Unknown {
                     record_type,
                     misc,
@@ -227,11 +219,6 @@ impl<'a> Record<'a> {
                     trailer,
                     bytes.len().saturating_sub(8),
                 ))?;
-        let sample_id = if layout.sample_id_all {
-            SampleId::new(bytes.get(body_end..).unwrap_or_default(), &layout.trailer)
-        } else {
-            SampleId::none()
-        };
         let b = Body {
             b: bytes.get(8..body_end).unwrap_or_default(),
         };
@@ -268,10 +255,8 @@ impl<'a> Record<'a> {
             },
         };
         Ok(Record {
-            record_type,
-            misc,
             bytes,
-            sample_id,
+            layout,
             kind,
         })
     }
@@ -309,13 +294,13 @@ impl<'a> Record<'a> {
     /// `header.type` (`PERF_RECORD_*`).
     #[inline]
     pub fn record_type(&self) -> u32 {
-        self.record_type
+        view::u32_at(self.bytes, 0).unwrap_or(0)
     }
 
     /// `header.misc`.
     #[inline]
     pub fn misc(&self) -> Misc {
-        Misc(self.misc)
+        Misc(view::u16_at(self.bytes, 4).unwrap_or(0))
     }
 
     /// `header.size`: the record's length in bytes, header included.
@@ -334,7 +319,39 @@ impl<'a> Record<'a> {
     /// `None` without `sample_id_all`, and for unknown record types).
     #[inline]
     pub fn sample_id(&self) -> SampleId<'a> {
-        self.sample_id
+        match &self.kind {
+            RecordKind::Sample(s) => s.sample_id(),
+            RecordKind::Unknown { .. } => SampleId::none(),
+            _ if self.layout.sample_id_all => {
+                let at = self
+                    .bytes
+                    .len()
+                    .saturating_sub(usize::from(self.layout.trailer_size));
+                SampleId::new(
+                    self.bytes.get(at..).unwrap_or_default(),
+                    &self.layout.trailer,
+                )
+            }
+            _ => SampleId::none(),
+        }
+    }
+
+    /// The layout plan this record was decoded with.
+    #[inline]
+    pub fn layout(&self) -> &'a Layout {
+        self.layout
+    }
+}
+
+impl std::fmt::Debug for Record<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Record")
+            .field("type", &self.record_type())
+            .field("misc", &self.misc())
+            .field("size", &self.size())
+            .field("kind", &self.kind)
+            .field("sample_id", &self.sample_id())
+            .finish()
     }
 }
 

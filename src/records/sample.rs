@@ -25,21 +25,9 @@ use crate::sys;
 pub struct Sample<'a> {
     bytes: &'a [u8],
     layout: &'a Layout,
-    // Offsets of the variable part's fields from the record start; 0 = absent.
+    /// Offset of the callchain (0: not recorded). The offsets of later fields are found
+    /// again by [`walk`] when asked for: they are rare, and this keeps a sample small.
     callchain: u16,
-    raw: u16,
-    branch: u16,
-    regs_user: u16,
-    stack_user: u16,
-    weight: u16,
-    data_src: u16,
-    transaction: u16,
-    regs_intr: u16,
-    phys_addr: u16,
-    cgroup: u16,
-    data_page_size: u16,
-    code_page_size: u16,
-    aux: u16,
 }
 
 /// Walks the variable part, checking each length against the record.
@@ -55,6 +43,7 @@ impl Walk<'_> {
         u64_at(self.b, self.at).ok_or_else(|| self.short(field, 8))
     }
 
+    #[cold]
     fn short(&self, field: &'static str, needed: usize) -> DecodeError {
         DecodeError::truncated(field, self.at, needed, self.b.len().saturating_sub(self.at))
     }
@@ -72,19 +61,113 @@ impl Walk<'_> {
         self.at += n;
         Ok(())
     }
+}
 
-    /// Records the cursor as a field's offset and consumes one fixed `u64` field.
-    #[inline(always)]
-    fn fixed(&mut self, field: &'static str) -> Result<u16, DecodeError> {
-        let here = self.at;
-        self.skip(1, 8, field)?;
-        Ok(here as u16)
+/// Walks a sample's variable part in the man page's order, checking every length.
+/// Returns the offset of the field whose `sample_type` bit is in `stop` (the caller
+/// knows it is recorded), or with `stop == 0` the end of the last field.
+fn walk(b: &[u8], layout: &Layout, stop: u64) -> Result<usize, DecodeError> {
+    let v = layout.variable;
+    let mut w = Walk {
+        b,
+        at: usize::from(layout.fixed_end),
+    };
+    macro_rules! field {
+        ($bits:expr) => {{
+            let bits = u64::from($bits);
+            if v & bits == 0 {
+                false
+            } else if stop & bits != 0 {
+                return Ok(w.at);
+            } else {
+                true
+            }
+        }};
     }
+    if field!(sys::PERF_SAMPLE_READ) {
+        // Only a group read is variable-length (and in `variable`).
+        w.at += read_len(b, w.at, layout.read_format)?;
+    }
+    if field!(sys::PERF_SAMPLE_CALLCHAIN) {
+        let nr = w.word("callchain.nr")?;
+        w.at += 8;
+        w.skip(nr, 8, "callchain.ips")?;
+    }
+    if field!(sys::PERF_SAMPLE_RAW) {
+        let size = u32_at(b, w.at).ok_or_else(|| w.short("raw.size", 4))?;
+        w.at += 4;
+        w.skip(u64::from(size), 1, "raw.data")?;
+    }
+    if field!(sys::PERF_SAMPLE_BRANCH_STACK) {
+        let nr = w.word("branch_stack.nr")?;
+        w.at += 8;
+        if layout.branch_hw_index() {
+            w.skip(1, 8, "branch_stack.hw_idx")?;
+        }
+        w.skip(
+            nr,
+            std::mem::size_of::<sys::perf_branch_entry>(),
+            "branch_stack.entries",
+        )?;
+        if layout.branch_counters() {
+            w.skip(nr, 8, "branch_stack.counters")?;
+        }
+    }
+    if field!(sys::PERF_SAMPLE_REGS_USER) {
+        let abi = w.word("regs_user.abi")?;
+        w.at += 8;
+        if abi != u64::from(sys::PERF_SAMPLE_REGS_ABI_NONE) {
+            w.skip(u64::from(layout.n_regs_user), 8, "regs_user.regs")?;
+        }
+    }
+    if field!(sys::PERF_SAMPLE_STACK_USER) {
+        let size = w.word("stack_user.size")?;
+        w.at += 8;
+        w.skip(size, 1, "stack_user.data")?;
+        if size != 0 {
+            w.skip(1, 8, "stack_user.dyn_size")?;
+        }
+    }
+    if field!(sys::PERF_SAMPLE_WEIGHT_TYPE) {
+        w.skip(1, 8, "weight")?;
+    }
+    if field!(sys::PERF_SAMPLE_DATA_SRC) {
+        w.skip(1, 8, "data_src")?;
+    }
+    if field!(sys::PERF_SAMPLE_TRANSACTION) {
+        w.skip(1, 8, "transaction")?;
+    }
+    if field!(sys::PERF_SAMPLE_REGS_INTR) {
+        let abi = w.word("regs_intr.abi")?;
+        w.at += 8;
+        if abi != u64::from(sys::PERF_SAMPLE_REGS_ABI_NONE) {
+            w.skip(u64::from(layout.n_regs_intr), 8, "regs_intr.regs")?;
+        }
+    }
+    if field!(sys::PERF_SAMPLE_PHYS_ADDR) {
+        w.skip(1, 8, "phys_addr")?;
+    }
+    if field!(sys::PERF_SAMPLE_CGROUP) {
+        w.skip(1, 8, "cgroup")?;
+    }
+    if field!(sys::PERF_SAMPLE_DATA_PAGE_SIZE) {
+        w.skip(1, 8, "data_page_size")?;
+    }
+    if field!(sys::PERF_SAMPLE_CODE_PAGE_SIZE) {
+        w.skip(1, 8, "code_page_size")?;
+    }
+    if field!(sys::PERF_SAMPLE_AUX) {
+        let size = w.word("aux.size")?;
+        w.at += 8;
+        w.skip(size, 1, "aux.data")?;
+    }
+    Ok(w.at)
 }
 
 impl<'a> Sample<'a> {
     /// Parses the sample in `bytes` (one whole record, at most 64 KiB as its `u16` size
     /// says), checking every field's bounds.
+    #[inline]
     pub(crate) fn parse(bytes: &'a [u8], layout: &'a Layout) -> Result<Self, DecodeError> {
         let fixed = usize::from(layout.fixed_end);
         if bytes.len() < fixed {
@@ -95,122 +178,41 @@ impl<'a> Sample<'a> {
                 bytes.len().saturating_sub(8),
             ));
         }
-        let mut s = Sample {
-            bytes,
-            layout,
-            callchain: 0,
-            raw: 0,
-            branch: 0,
-            regs_user: 0,
-            stack_user: 0,
-            weight: 0,
-            data_src: 0,
-            transaction: 0,
-            regs_intr: 0,
-            phys_addr: 0,
-            cgroup: 0,
-            data_page_size: 0,
-            code_page_size: 0,
-            aux: 0,
-        };
         let v = layout.variable;
-        if v == 0 {
-            return Ok(s);
-        }
-        let has = |bit: u32| v & u64::from(bit) != 0;
-        let mut w = Walk {
-            b: bytes,
-            at: fixed,
-        };
-        if has(sys::PERF_SAMPLE_READ) {
-            // Only a group read is variable-length.
-            let n = read_len(bytes, w.at, layout.read_format)?;
-            w.at += n;
-        }
-        if has(sys::PERF_SAMPLE_CALLCHAIN) {
-            s.callchain = w.at as u16;
+        if v == u64::from(sys::PERF_SAMPLE_CALLCHAIN) {
+            // The common case: fixed fields, then only the callchain.
+            let mut w = Walk {
+                b: bytes,
+                at: fixed,
+            };
             let nr = w.word("callchain.nr")?;
             w.at += 8;
             w.skip(nr, 8, "callchain.ips")?;
-            if v == u64::from(sys::PERF_SAMPLE_CALLCHAIN) {
-                return Ok(s);
-            }
+            return Ok(Sample {
+                bytes,
+                layout,
+                callchain: fixed as u16,
+            });
         }
-        if has(sys::PERF_SAMPLE_RAW) {
-            s.raw = w.at as u16;
-            let size = u32_at(bytes, w.at).ok_or_else(|| w.short("raw.size", 4))?;
-            w.at += 4;
-            w.skip(u64::from(size), 1, "raw.data")?;
+        walk(bytes, layout, 0)?;
+        let callchain = if v & u64::from(sys::PERF_SAMPLE_CALLCHAIN) != 0 {
+            walk(bytes, layout, sys::PERF_SAMPLE_CALLCHAIN.into())? as u16
+        } else {
+            0
+        };
+        Ok(Sample {
+            bytes,
+            layout,
+            callchain,
+        })
+    }
+
+    /// Offset of a variable field (one of `bits`), if the layout records it.
+    fn field(&self, bits: u64) -> Option<usize> {
+        if self.layout.variable & bits == 0 {
+            return None;
         }
-        if has(sys::PERF_SAMPLE_BRANCH_STACK) {
-            s.branch = w.at as u16;
-            let nr = w.word("branch_stack.nr")?;
-            w.at += 8;
-            if layout.branch_hw_index() {
-                w.skip(1, 8, "branch_stack.hw_idx")?;
-            }
-            w.skip(
-                nr,
-                std::mem::size_of::<sys::perf_branch_entry>(),
-                "branch_stack.entries",
-            )?;
-            if layout.branch_counters() {
-                w.skip(nr, 8, "branch_stack.counters")?;
-            }
-        }
-        if has(sys::PERF_SAMPLE_REGS_USER) {
-            s.regs_user = w.at as u16;
-            let abi = w.word("regs_user.abi")?;
-            w.at += 8;
-            if abi != u64::from(sys::PERF_SAMPLE_REGS_ABI_NONE) {
-                w.skip(u64::from(layout.n_regs_user), 8, "regs_user.regs")?;
-            }
-        }
-        if has(sys::PERF_SAMPLE_STACK_USER) {
-            s.stack_user = w.at as u16;
-            let size = w.word("stack_user.size")?;
-            w.at += 8;
-            w.skip(size, 1, "stack_user.data")?;
-            if size != 0 {
-                w.skip(1, 8, "stack_user.dyn_size")?;
-            }
-        }
-        if v & sys::PERF_SAMPLE_WEIGHT_TYPE != 0 {
-            s.weight = w.fixed("weight")?;
-        }
-        if has(sys::PERF_SAMPLE_DATA_SRC) {
-            s.data_src = w.fixed("data_src")?;
-        }
-        if has(sys::PERF_SAMPLE_TRANSACTION) {
-            s.transaction = w.fixed("transaction")?;
-        }
-        if has(sys::PERF_SAMPLE_REGS_INTR) {
-            s.regs_intr = w.at as u16;
-            let abi = w.word("regs_intr.abi")?;
-            w.at += 8;
-            if abi != u64::from(sys::PERF_SAMPLE_REGS_ABI_NONE) {
-                w.skip(u64::from(layout.n_regs_intr), 8, "regs_intr.regs")?;
-            }
-        }
-        if has(sys::PERF_SAMPLE_PHYS_ADDR) {
-            s.phys_addr = w.fixed("phys_addr")?;
-        }
-        if has(sys::PERF_SAMPLE_CGROUP) {
-            s.cgroup = w.fixed("cgroup")?;
-        }
-        if has(sys::PERF_SAMPLE_DATA_PAGE_SIZE) {
-            s.data_page_size = w.fixed("data_page_size")?;
-        }
-        if has(sys::PERF_SAMPLE_CODE_PAGE_SIZE) {
-            s.code_page_size = w.fixed("code_page_size")?;
-        }
-        if has(sys::PERF_SAMPLE_AUX) {
-            s.aux = w.at as u16;
-            let size = w.word("aux.size")?;
-            w.at += 8;
-            w.skip(size, 1, "aux.data")?;
-        }
-        Ok(s)
+        walk(self.bytes, self.layout, bits).ok()
     }
 
     /// The whole record, header included.
@@ -238,13 +240,8 @@ impl<'a> Sample<'a> {
         u64_at(self.bytes, usize::from(off?))
     }
 
-    #[inline(always)]
-    fn var_word(&self, off: u16) -> Option<u64> {
-        if off == 0 {
-            None
-        } else {
-            u64_at(self.bytes, usize::from(off))
-        }
+    fn var_word(&self, bit: u32) -> Option<u64> {
+        u64_at(self.bytes, self.field(bit.into())?)
     }
 
     /// `PERF_SAMPLE_IDENTIFIER`
@@ -327,20 +324,14 @@ impl<'a> Sample<'a> {
     /// `PERF_SAMPLE_RAW`: the raw data (for tracepoints, the event's fields), including
     /// the kernel's padding to keep the record 8-aligned.
     pub fn raw(&self) -> Option<&'a [u8]> {
-        let at = usize::from(self.raw);
-        if at == 0 {
-            return None;
-        }
+        let at = self.field(sys::PERF_SAMPLE_RAW.into())?;
         let size = usize::try_from(u32_at(self.bytes, at)?).ok()?;
         self.bytes.get(at + 4..)?.get(..size)
     }
 
     /// `PERF_SAMPLE_BRANCH_STACK`: the last branches taken (LBR and kin).
     pub fn branch_stack(&self) -> Option<BranchStack<'a>> {
-        let at = usize::from(self.branch);
-        if at == 0 {
-            return None;
-        }
+        let at = self.field(sys::PERF_SAMPLE_BRANCH_STACK.into())?;
         let nr = usize::try_from(u64_at(self.bytes, at)?).ok()?;
         let mut p = at + 8;
         let hw_idx = if self.layout.branch_hw_index() {
@@ -366,11 +357,8 @@ impl<'a> Sample<'a> {
         })
     }
 
-    fn regs(&self, at: u16, n: u16, mask: u64) -> Option<Regs<'a>> {
-        let at = usize::from(at);
-        if at == 0 {
-            return None;
-        }
+    fn regs(&self, bit: u32, n: u16, mask: u64) -> Option<Regs<'a>> {
+        let at = self.field(bit.into())?;
         let abi = u64_at(self.bytes, at)?;
         let n = if abi == u64::from(sys::PERF_SAMPLE_REGS_ABI_NONE) {
             0
@@ -388,7 +376,7 @@ impl<'a> Sample<'a> {
     /// `PERF_SAMPLE_REGS_USER`: the user-space registers in `sample_regs_user`.
     pub fn regs_user(&self) -> Option<Regs<'a>> {
         self.regs(
-            self.regs_user,
+            sys::PERF_SAMPLE_REGS_USER,
             self.layout.n_regs_user,
             self.layout.regs_user_mask,
         )
@@ -396,10 +384,7 @@ impl<'a> Sample<'a> {
 
     /// `PERF_SAMPLE_STACK_USER`: a copy of the top of the user stack.
     pub fn stack_user(&self) -> Option<UserStack<'a>> {
-        let at = usize::from(self.stack_user);
-        if at == 0 {
-            return None;
-        }
+        let at = self.field(sys::PERF_SAMPLE_STACK_USER.into())?;
         let size = usize::try_from(u64_at(self.bytes, at)?).ok()?;
         let data = self.bytes.get(at + 8..)?.get(..size)?;
         let dyn_size = if size == 0 {
@@ -412,15 +397,15 @@ impl<'a> Sample<'a> {
 
     /// `PERF_SAMPLE_WEIGHT` or `PERF_SAMPLE_WEIGHT_STRUCT`: the weight as one `u64`.
     pub fn weight(&self) -> Option<u64> {
-        self.var_word(self.weight)
+        u64_at(self.bytes, self.field(sys::PERF_SAMPLE_WEIGHT_TYPE)?)
     }
 
     /// `PERF_SAMPLE_WEIGHT_STRUCT`: the weight as `{var1_dw, var2_w, var3_w}`.
     pub fn weight_struct(&self) -> Option<sys::perf_sample_weight> {
-        if !self.layout.has(sys::PERF_SAMPLE_WEIGHT_STRUCT) || self.weight == 0 {
+        if !self.layout.has(sys::PERF_SAMPLE_WEIGHT_STRUCT) {
             return None;
         }
-        let at = usize::from(self.weight);
+        let at = self.field(sys::PERF_SAMPLE_WEIGHT_TYPE)?;
         sys::perf_sample_weight::read_from_prefix(self.bytes.get(at..)?)
             .ok()
             .map(|(w, _)| w)
@@ -429,17 +414,17 @@ impl<'a> Sample<'a> {
     /// `PERF_SAMPLE_DATA_SRC`: where a memory access was served from
     /// (`sys::perf_mem_data_src`'s `val`).
     pub fn data_src(&self) -> Option<u64> {
-        self.var_word(self.data_src)
+        self.var_word(sys::PERF_SAMPLE_DATA_SRC)
     }
     /// `PERF_SAMPLE_TRANSACTION`: why a transaction aborted (`PERF_TXN_*`).
     pub fn transaction(&self) -> Option<u64> {
-        self.var_word(self.transaction)
+        self.var_word(sys::PERF_SAMPLE_TRANSACTION)
     }
 
     /// `PERF_SAMPLE_REGS_INTR`: the registers at the interrupt, in `sample_regs_intr`.
     pub fn regs_intr(&self) -> Option<Regs<'a>> {
         self.regs(
-            self.regs_intr,
+            sys::PERF_SAMPLE_REGS_INTR,
             self.layout.n_regs_intr,
             self.layout.regs_intr_mask,
         )
@@ -447,27 +432,24 @@ impl<'a> Sample<'a> {
 
     /// `PERF_SAMPLE_PHYS_ADDR`: the physical address of `addr`.
     pub fn phys_addr(&self) -> Option<u64> {
-        self.var_word(self.phys_addr)
+        self.var_word(sys::PERF_SAMPLE_PHYS_ADDR)
     }
     /// `PERF_SAMPLE_CGROUP`: the cgroup id (see `PERF_RECORD_CGROUP`).
     pub fn cgroup(&self) -> Option<u64> {
-        self.var_word(self.cgroup)
+        self.var_word(sys::PERF_SAMPLE_CGROUP)
     }
     /// `PERF_SAMPLE_DATA_PAGE_SIZE`: the page size of `addr`.
     pub fn data_page_size(&self) -> Option<u64> {
-        self.var_word(self.data_page_size)
+        self.var_word(sys::PERF_SAMPLE_DATA_PAGE_SIZE)
     }
     /// `PERF_SAMPLE_CODE_PAGE_SIZE`: the page size of `ip`.
     pub fn code_page_size(&self) -> Option<u64> {
-        self.var_word(self.code_page_size)
+        self.var_word(sys::PERF_SAMPLE_CODE_PAGE_SIZE)
     }
 
     /// `PERF_SAMPLE_AUX`: a snapshot of the AUX area, padded to 8 bytes.
     pub fn aux(&self) -> Option<&'a [u8]> {
-        let at = usize::from(self.aux);
-        if at == 0 {
-            return None;
-        }
+        let at = self.field(sys::PERF_SAMPLE_AUX.into())?;
         let size = usize::try_from(u64_at(self.bytes, at)?).ok()?;
         self.bytes.get(at + 8..)?.get(..size)
     }
