@@ -13,9 +13,11 @@ use crate::sys;
 ///
 /// The fields before the first variable-length one (identifier, ip, pid/tid, time,
 /// addr, id, stream_id, cpu, period, and a non-group read) sit at offsets fixed by the
-/// [`Layout`]; the offsets of the others were found in one pass when the record was
-/// parsed, which also checked that every field lies inside the record. Each accessor
-/// returns `None` when `sample_type` does not record that field.
+/// [`Layout`], and so does the callchain unless a group read precedes it: these
+/// accessors are one bounds-checked load. Parsing walked every field once and checked
+/// it lies inside the record; the fields after the callchain (raw, branch stack,
+/// registers, user stack, weight, ..., aux) are located again by a short walk when
+/// asked for. Each accessor returns `None` when `sample_type` does not record that field.
 ///
 /// The order (after `code_page_size`, `aux` last) is the kernel's and the man page's;
 /// the comment in the 6.1 `perf_event.h` lists `aux` before the page sizes and omits

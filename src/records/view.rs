@@ -189,7 +189,7 @@ impl<'a> ReadValues<'a> {
     /// returns the view and the block's length.
     ///
     /// # Errors
-    /// [`DecodeErrorKind::Truncated`] if `bytes` is too short for the block (offsets in
+    /// [`DecodeErrorKind::Truncated`](super::DecodeErrorKind::Truncated) if `bytes` is too short for the block (offsets in
     /// the error are from the start of `bytes`).
     pub fn parse(bytes: &'a [u8], read_format: u64) -> Result<(Self, usize), DecodeError> {
         let len = read_len(bytes, 0, read_format)?;
