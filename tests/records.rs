@@ -676,6 +676,15 @@ proptest! {
                 }
             }
             prop_assert_eq!(&again[..], original);
+            // Any truncation of the slice is an error; a smaller header.size never panics.
+            for cut in 1..original.len() {
+                prop_assert!(Record::parse(&original[..cut], &layout).is_err());
+                if cut % 8 == 0 {
+                    let mut short = original[..cut].to_vec();
+                    short[6..8].copy_from_slice(&(cut as u16).to_ne_bytes());
+                    let _ = Record::parse(&short, &layout).map(|r| format!("{r:?}"));
+                }
+            }
         }
     }
 
