@@ -491,6 +491,10 @@ impl fmt::Debug for Sample<'_> {
 }
 
 /// `PERF_SAMPLE_BRANCH_STACK`: `bnr`, `hw_idx`, `lbr[bnr]` (and `cntr[bnr]`).
+///
+/// With `PERF_SAMPLE_BRANCH_HW_INDEX`, `hw_idx` is taken to be always present, as
+/// `perf` does; a kernel that had no branch stack at all writes only `bnr = 0`, and such
+/// a sample then fails to decode (or misreads the next field) with that flag set.
 #[derive(Clone, Copy, Debug)]
 pub struct BranchStack<'a> {
     /// `PERF_SAMPLE_BRANCH_HW_INDEX`: the hardware index of the newest entry.
