@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod error;
 pub mod event;
 pub mod launch;
+pub mod records;
 pub mod ring;
 pub mod sys;
 

@@ -87,6 +87,9 @@ mask_type! {
         /// CPU number.
         CPU = sys::PERF_SAMPLE_CPU,
         /// The current period.
+        ///
+        /// Beware: on software and breakpoint events with a fixed period (not `-F`), the
+        /// kernel then samples *every* event, each with period 1 (`perf_swevent_event`).
         PERIOD = sys::PERF_SAMPLE_PERIOD,
         /// The id of the event itself, even in a group.
         STREAM_ID = sys::PERF_SAMPLE_STREAM_ID,

@@ -28,6 +28,7 @@ use memmap2::{MmapOptions, MmapRaw};
 
 use crate::counter::diagnose::mmap_error;
 use crate::counter::Counter;
+use crate::records::{Layout, Record};
 use crate::sys;
 use crate::{Error, ErrorKind, Result};
 use window::Window;
@@ -444,6 +445,19 @@ impl Batch<'_> {
             _ => {}
         }
         Some(Ok(RawRecord { bytes, wrapped }))
+    }
+}
+
+impl Batch<'_> {
+    /// The next record decoded per `layout` (see [`crate::records`]), borrowing the ring.
+    ///
+    /// A record that does not decode yields an `Err` naming the field and offset; its
+    /// space is consumed and reading continues with the next record.
+    pub fn next_record<'b>(&'b mut self, layout: &'b Layout) -> Option<Result<Record<'b>>> {
+        Some(match self.next()? {
+            Ok(raw) => Record::parse(raw.bytes(), layout).map_err(Error::from),
+            Err(e) => Err(e),
+        })
     }
 }
 
