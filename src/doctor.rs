@@ -39,8 +39,8 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::counter::diagnose::paranoid_level;
-use crate::ring::{Ring, RingSize};
 use crate::event::Access;
+use crate::ring::{Ring, RingSize};
 use crate::{sys, Builder, Counter, Error, ErrorKind, Event, SampleType};
 
 /// Everything the doctor found out.
@@ -344,7 +344,12 @@ fn spin(d: Duration) {
 /// An execute breakpoint on a local function counts each call exactly.
 fn probe_breakpoint_x() -> Check {
     run_probe(|| {
-        let counter = user_only(Event::breakpoint(Access::Execute, addr_of_fn(target_bp_x), 8)).open()?;
+        let counter = user_only(Event::breakpoint(
+            Access::Execute,
+            addr_of_fn(target_bp_x),
+            8,
+        ))
+        .open()?;
         let n = count_around(&counter, || {
             call_n(target_bp_x, N);
         })?;
@@ -355,7 +360,8 @@ fn probe_breakpoint_x() -> Check {
 /// A write watchpoint on a static counts each store exactly.
 fn probe_breakpoint_w() -> Check {
     run_probe(|| {
-        let counter = user_only(Event::breakpoint(Access::Write, var_addr(&WATCHED_W), 8)).open()?;
+        let counter =
+            user_only(Event::breakpoint(Access::Write, var_addr(&WATCHED_W), 8)).open()?;
         let n = count_around(&counter, || {
             for i in 0..N {
                 WATCHED_W.store(black_box(i), Ordering::SeqCst);
@@ -492,10 +498,14 @@ fn probe_uprobe() -> Check {
 /// A ring on an execute breakpoint with period 1 holds exactly one sample per call.
 fn probe_mmap() -> Check {
     run_probe(|| {
-        let counter = user_only(Event::breakpoint(Access::Execute, addr_of_fn(target_mmap), 8))
-            .period(1)
-            .sample(SampleType::IP | SampleType::TID)
-            .open()?;
+        let counter = user_only(Event::breakpoint(
+            Access::Execute,
+            addr_of_fn(target_mmap),
+            8,
+        ))
+        .period(1)
+        .sample(SampleType::IP | SampleType::TID)
+        .open()?;
         let mut ring = Ring::map(&counter, RingSize::Pages(8))?;
         counter.enable()?;
         call_n(target_mmap, N);
@@ -513,10 +523,14 @@ fn probe_mmap() -> Check {
 /// `REFRESH(3)` on a period-1 breakpoint: exactly 3 overflows, then the counter stops.
 fn probe_refresh() -> Check {
     run_probe(|| {
-        let counter = user_only(Event::breakpoint(Access::Execute, addr_of_fn(target_refresh), 8))
-            .period(1)
-            .sample(SampleType::IP)
-            .open()?;
+        let counter = user_only(Event::breakpoint(
+            Access::Execute,
+            addr_of_fn(target_refresh),
+            8,
+        ))
+        .period(1)
+        .sample(SampleType::IP)
+        .open()?;
         let mut ring = Ring::map(&counter, RingSize::Pages(4))?;
         counter.refresh(3)?;
         call_n(target_refresh, 10);
@@ -740,10 +754,14 @@ pub fn probe_signal() -> Check {
             Ok(g) => g,
             Err(why) => return Ok(Check::fail(why)),
         };
-        let counter = user_only(Event::breakpoint(Access::Execute, addr_of_fn(target_signal), 8))
-            .period(1)
-            .wakeup_events(1)
-            .open()?;
+        let counter = user_only(Event::breakpoint(
+            Access::Execute,
+            addr_of_fn(target_signal),
+            8,
+        ))
+        .period(1)
+        .wakeup_events(1)
+        .open()?;
         let fd = counter.as_raw_fd();
         SIGNAL_FD.store(fd, Ordering::Relaxed);
         let owner = FOwnerEx {
@@ -812,10 +830,14 @@ pub fn probe_sigtrap() -> Check {
             Ok(g) => g,
             Err(why) => return Ok(Check::fail(why)),
         };
-        let counter = user_only(Event::breakpoint(Access::Execute, addr_of_fn(target_sigtrap), 8))
-            .period(1)
-            .sigtrap(DATA)
-            .open()?;
+        let counter = user_only(Event::breakpoint(
+            Access::Execute,
+            addr_of_fn(target_sigtrap),
+            8,
+        ))
+        .period(1)
+        .sigtrap(DATA)
+        .open()?;
         counter.enable()?;
         call_n(target_sigtrap, N);
         counter.disable()?;
