@@ -178,8 +178,8 @@ impl Command {
     /// Forks a child that waits, before `exec`, for [`Stopped::start`].
     ///
     /// # Errors
-    /// [`ErrorKind::NotFound`] when the program is not found or not executable (checked
-    /// before forking), or the `fork`/`pipe` errno.
+    /// [`ErrorKind::NotFound`] when the program is not found along `$PATH`, or a path
+    /// given does not exist (checked before forking), or the `fork`/`pipe` errno.
     pub fn spawn_stopped(&self) -> Result<Stopped> {
         let name = self.program.to_string_lossy().into_owned();
         let path = resolve(&self.program).ok_or_else(|| {
@@ -190,6 +190,14 @@ impl Command {
             )
             .with_fix("check the program name, or give its full path")
         })?;
+        if !path.exists() {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                op(&name),
+                format!("no such file '{}'", path.display()),
+            )
+            .with_fix("check the program's path"));
+        }
         let path_c = cstring(path.as_os_str(), &name)?;
         let mut argv_c = vec![cstring(&self.program, &name)?];
         for a in &self.args {

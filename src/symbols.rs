@@ -747,11 +747,12 @@ fn symbol_and_offset<'a>(spec: &str, s: &'a str) -> Result<(&'a str, u64)> {
 ///
 /// | form | meaning |
 /// | --- | --- |
-/// | `mem:SYMBOL[+OFF][/LEN][:ACCESS]` | a breakpoint on a symbol of the target's program |
+/// | `mem:SYMBOL[+OFF][/LEN][:ACCESS][:MODS]` | a breakpoint on a symbol of the target's program |
 /// | `uprobe:PATH:SYMBOL[+OFF]` | a uprobe on a function of any ELF file |
 /// | `uprobe:PATH+0xOFFSET` | a uprobe at a file offset (how uprobe events print) |
 ///
-/// `ACCESS` is `r`, `w`, `rw` or `x`, as in perf (default `rw`). The length defaults
+/// `ACCESS` is `r`, `w`, `rw` or `x`, as in perf (default `rw`); `MODS` are perf's
+/// modifiers (`u`, `k`, ...), e.g. `mem:counter:w:u` ignores the kernel's own writes. The length defaults
 /// to `sizeof(long)` for `x`, else to the symbol's size if it is 1, 2, 4 or 8 bytes,
 /// else to 4 (perf's default). A `mem:` address comes from `image`: a spawned program's
 /// link-time address plus its no-ASLR base, or a process's mapping of its executable.
@@ -787,19 +788,22 @@ pub fn resolve_event_in(spec: &str, image: &TargetImage, sysfs: &Sysfs) -> Resul
         return Event::parse_in(spec, sysfs);
     }
     let rest = &spec["mem:".len()..];
-    // mem:SYMBOL[+OFF][/LEN][:ACCESS]
-    let (rest, acc) = match rest.rsplit_once(':') {
-        Some((head, letters)) => {
-            let a = access(letters).ok_or_else(|| {
-                bad(
-                    spec,
-                    format!("'{letters}' is not a breakpoint access"),
-                    "use r, w, rw or x, e.g. mem:counter:w",
-                )
-            })?;
-            (head, a)
-        }
-        None => (rest, Access::ReadWrite),
+    // mem:SYMBOL[+OFF][/LEN][:ACCESS][:MODIFIERS]
+    let (rest, tail) = rest.split_once(':').unwrap_or((rest, ""));
+    let (acc, mods) = match tail.split_once(':') {
+        Some((letters, mods)) => (Some(letters), mods),
+        None if access(tail).is_some() => (Some(tail), ""),
+        None => (None, tail),
+    };
+    let acc = match acc {
+        None => Access::ReadWrite,
+        Some(letters) => access(letters).ok_or_else(|| {
+            bad(
+                spec,
+                format!("'{letters}' is not a breakpoint access"),
+                "use r, w, rw or x, e.g. mem:counter:w",
+            )
+        })?,
     };
     let (rest, len) = match rest.split_once('/') {
         Some((head, len)) => {
@@ -855,7 +859,12 @@ pub fn resolve_event_in(spec: &str, image: &TargetImage, sysfs: &Sysfs) -> Resul
         _ => acc.default_len(),
     });
     let addr = sym.addr.wrapping_add(off).wrapping_add(bias);
-    Ok(Event::breakpoint(acc, addr, len).with_name(spec))
+    // The numeric form goes through perf's parser, which checks it and the modifiers.
+    let mut numeric = format!("mem:{addr:#x}/{len}:{}", acc.letters());
+    if !mods.is_empty() {
+        numeric = format!("{numeric}:{mods}");
+    }
+    Ok(Event::parse_in(&numeric, sysfs)?.with_name(spec))
 }
 
 fn uprobe(spec: &str, rest: &str, sysfs: &Sysfs) -> Result<Event> {
@@ -955,5 +964,25 @@ mod tests {
         assert_eq!(e.kind(), ErrorKind::BadEvent);
         let e = resolve_event("mem:0x1000:x", &TargetImage::None).unwrap();
         assert_eq!(e.to_string(), "mem:0x1000/8:x");
+    }
+
+    #[test]
+    fn mem_symbol_access_and_modifiers() {
+        let image = TargetImage::Spawned(std::env::current_exe().unwrap());
+        // Every program, this test binary included, has a `main`.
+        let sym = "main";
+        let check = |spec: &str, letters: &str, user_only: bool| {
+            let e = resolve_event(spec, &image).unwrap();
+            assert_eq!(e.name(), spec);
+            assert!(e.to_string().contains(letters), "{e}");
+            assert_eq!(e.modifiers().exclude_kernel, user_only, "{spec}");
+        };
+        check(&format!("mem:{sym}:x"), ":x", false);
+        check(&format!("mem:{sym}:x:u"), ":x", true);
+        check(&format!("mem:{sym}/4:w:u"), "/4:w", true);
+        check(&format!("mem:{sym}:u"), ":rw", true);
+        check(&format!("mem:{sym}"), ":rw", false);
+        let e = resolve_event(&format!("mem:{sym}:q"), &image).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::BadEvent);
     }
 }
