@@ -608,7 +608,8 @@ impl AddressSpace {
         }
     }
 
-    /// Re-reads the maps (keeping loaded symbols of files still mapped).
+    /// Re-reads the maps, e.g. after the process loaded a library; file symbols are
+    /// loaded again on next use, since load biases may have changed.
     ///
     /// # Errors
     /// As [`ProcessMaps::read`].

@@ -180,3 +180,29 @@ fn bad_input_is_named_with_a_fix() {
     let out = perfring(&["stat", "-e", "cpu-clock"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn attach_ends_on_ctrl_c_and_still_reports() {
+    let mut sleeper = Command::new("sleep").arg("5").spawn().unwrap();
+    let pid = sleeper.id().to_string();
+    let stat = Command::new(env!("CARGO_BIN_EXE_perfring"))
+        .args(["stat", "--json", "-e", "cpu-clock", "-p", &pid])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Give it time to open its counters and start waiting; an early SIGINT would
+    // kill it by default, which the assertion below would show.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let kill = Command::new("kill")
+        .args(["-INT", &stat.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = stat.wait_with_output().unwrap();
+    sleeper.kill().unwrap();
+    sleeper.wait().unwrap();
+    assert!(out.status.success(), "{:?} {}", out.status, stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["events"][0]["event"], "cpu-clock");
+}
