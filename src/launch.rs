@@ -6,9 +6,16 @@
 //! [`Stopped::start`], which lets it `exec`. Counting starts at the `exec`, so the
 //! fork/exec plumbing itself is not measured.
 //!
+//! # Address-space layout
+//! [`Command::no_aslr`] sets `ADDR_NO_RANDOMIZE` in the child's personality before the
+//! `exec`, as `setarch -R` does, so a position-independent executable is loaded at the
+//! kernel's fixed `ELF_ET_DYN_BASE` and its symbols' runtime addresses are known before
+//! it runs: what a breakpoint attached before `exec` needs. See
+//! [`symbols::NO_ASLR_PIE_BASE`](crate::symbols::NO_ASLR_PIE_BASE).
+//!
 //! # Safety
 //! Between `fork` and `exec` the child only makes async-signal-safe calls (`read`,
-//! `write`, `sigprocmask`, `signal`, `execv`, `_exit`) on data prepared before the fork,
+//! `write`, `sigprocmask`, `signal`, `personality`, `execv`, `_exit`) on data prepared before the fork,
 //! as POSIX requires of a multithreaded parent.
 #![allow(unsafe_code)]
 
@@ -41,6 +48,7 @@ static SPAWN_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 pub struct Command {
     program: OsString,
     args: Vec<OsString>,
+    no_aslr: bool,
 }
 
 /// A forked child waiting to `exec`; dropping it kills the child and reaps it.
@@ -99,6 +107,13 @@ fn cstring(s: &OsStr, program: &str) -> Result<CString> {
 }
 
 /// Finds `program` like `execvp` would: as given if it has a `/`, else along `$PATH`.
+///
+/// This is the file [`Command::spawn_stopped`] will `exec`, so its symbols are the ones
+/// the child will run.
+pub fn find_program(program: impl AsRef<OsStr>) -> Option<PathBuf> {
+    resolve(program.as_ref())
+}
+
 fn resolve(program: &OsStr) -> Option<PathBuf> {
     if program.as_bytes().contains(&b'/') {
         return Some(PathBuf::from(program));
@@ -133,7 +148,18 @@ impl Command {
         Command {
             program: program.as_ref().to_owned(),
             args: Vec::new(),
+            no_aslr: false,
         }
+    }
+
+    /// Run the program with address-space randomization off (`personality(2)`
+    /// `ADDR_NO_RANDOMIZE`, like `setarch -R`), so that a PIE is loaded at a known base.
+    ///
+    /// The setting is inherited by the program's own children.
+    #[doc(alias = "ADDR_NO_RANDOMIZE")]
+    pub fn no_aslr(mut self, yes: bool) -> Command {
+        self.no_aslr = yes;
+        self
     }
 
     /// Adds one argument.
@@ -152,8 +178,8 @@ impl Command {
     /// Forks a child that waits, before `exec`, for [`Stopped::start`].
     ///
     /// # Errors
-    /// [`ErrorKind::NotFound`] when the program is not found or not executable (checked
-    /// before forking), or the `fork`/`pipe` errno.
+    /// [`ErrorKind::NotFound`] when the program is not found along `$PATH`, or a path
+    /// given does not exist (checked before forking), or the `fork`/`pipe` errno.
     pub fn spawn_stopped(&self) -> Result<Stopped> {
         let name = self.program.to_string_lossy().into_owned();
         let path = resolve(&self.program).ok_or_else(|| {
@@ -164,6 +190,14 @@ impl Command {
             )
             .with_fix("check the program name, or give its full path")
         })?;
+        if !path.exists() {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                op(&name),
+                format!("no such file '{}'", path.display()),
+            )
+            .with_fix("check the program's path"));
+        }
         let path_c = cstring(path.as_os_str(), &name)?;
         let mut argv_c = vec![cstring(&self.program, &name)?];
         for a in &self.args {
@@ -171,6 +205,7 @@ impl Command {
         }
         let mut argv: Vec<*const libc::c_char> = argv_c.iter().map(|a| a.as_ptr()).collect();
         argv.push(std::ptr::null());
+        let no_aslr = self.no_aslr;
 
         // Between pipe2 and the parent closing its copies of the child's ends, a fork by
         // another thread would leak those ends into its child (close-on-exec only acts at
@@ -189,11 +224,24 @@ impl Command {
         }
         if pid == 0 {
             // Child: no allocation, no locks, no unwinding from here on.
-            // SAFETY: only async-signal-safe calls with valid pointers: an empty signal
+            // SAFETY: only async-signal-safe calls with valid pointers: personality (a
+            // plain syscall on integers; 0xffffffff only queries it), an empty signal
             // mask (notifiers may have blocked theirs), SIGPIPE back to default, a one-byte
             // read, execv with NUL-terminated strings and a null-terminated argv, and
             // on failure a write of the errno and _exit.
             unsafe {
+                if no_aslr {
+                    let current = libc::personality(0xffff_ffff);
+                    if current == -1
+                        || libc::personality(
+                            current as libc::c_ulong | libc::ADDR_NO_RANDOMIZE as libc::c_ulong,
+                        ) == -1
+                    {
+                        let errno = *libc::__errno_location();
+                        libc::write(err_w.as_raw_fd(), (&errno as *const i32).cast(), 4);
+                        libc::_exit(127);
+                    }
+                }
                 let mut empty: libc::sigset_t = std::mem::zeroed();
                 libc::sigemptyset(&mut empty);
                 libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
@@ -336,6 +384,137 @@ impl Drop for Child {
             let mut status = 0;
             // SAFETY: non-blocking waitpid into a valid int.
             unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
+        }
+    }
+}
+
+/// Why [`wait_for_exit`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    /// The process exited (for a child of ours: it can now be reaped with [`Child::wait`]).
+    Exited,
+    /// `SIGINT` (Ctrl-C) arrived first.
+    Interrupted,
+    /// The timeout passed first.
+    TimedOut,
+}
+
+/// Waits until process `pid` exits, `SIGINT` arrives, or `timeout` passes, whichever
+/// comes first: what `perf stat -p PID` does between opening and reading its counters.
+///
+/// The process need not be a child of ours: it is watched through a pidfd
+/// (`pidfd_open(2)`, Linux 5.3), which becomes readable when it exits. `SIGINT` is
+/// blocked for the calling thread while waiting and received through a `signalfd`, so
+/// Ctrl-C ends the wait instead of the program; an interrupt that arrived is consumed,
+/// and the previous signal mask is restored on return.
+///
+/// A process-directed `SIGINT` goes to a thread that does not block it, so in a
+/// multithreaded program the others should block `SIGINT` too (a single-threaded
+/// command line tool needs nothing).
+///
+/// # Errors
+/// [`ErrorKind::NotFound`] if there is no process `pid`; the errno of `pidfd_open`,
+/// `signalfd` or `poll` otherwise.
+#[doc(alias = "pidfd_open")]
+pub fn wait_for_exit(pid: libc::pid_t, timeout: Option<std::time::Duration>) -> Result<Waited> {
+    let op = format!("wait for process {pid}");
+    // SAFETY: pidfd_open takes a pid and flags and returns a new fd or -1.
+    let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if raw < 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::ESRCH) {
+            return Err(
+                Error::new(ErrorKind::NotFound, op, format!("no process with id {pid}"))
+                    .with_fix("check the pid (ps -e), or start the command with perfring")
+                    .with_source(err),
+            );
+        }
+        return Err(Error::from_errno(op, err));
+    }
+    // SAFETY: pidfd_open succeeded, so `raw` is a new fd owned by nobody else.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(raw as i32) };
+
+    let mut set: libc::sigset_t = unsafe_zeroed_sigset();
+    // SAFETY: `set` is a valid sigset_t to initialise and extend.
+    unsafe {
+        libc::sigemptyset(&mut set);
+    }
+    // SAFETY: `set` was initialised by sigemptyset; SIGINT is a valid signal.
+    unsafe {
+        libc::sigaddset(&mut set, libc::SIGINT);
+    }
+    let mut old: libc::sigset_t = unsafe_zeroed_sigset();
+    // SAFETY: both pointers are valid sigset_t; this changes the calling thread's mask.
+    let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) };
+    if r != 0 {
+        return Err(Error::from_errno(op, std::io::Error::from_raw_os_error(r)));
+    }
+    let result = poll_exit_or_sigint(&pidfd, &set, timeout).map_err(|e| Error::from_errno(op, e));
+    // SAFETY: restores the mask saved above from a valid sigset_t.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    result
+}
+
+fn unsafe_zeroed_sigset() -> libc::sigset_t {
+    // SAFETY: sigset_t is a plain C struct of integers, for which all-zero is valid.
+    unsafe { std::mem::zeroed() }
+}
+
+fn poll_exit_or_sigint(
+    pidfd: &OwnedFd,
+    set: &libc::sigset_t,
+    timeout: Option<std::time::Duration>,
+) -> std::io::Result<Waited> {
+    // SAFETY: `set` is a valid, initialised sigset_t; -1 asks for a new fd.
+    let raw = unsafe { libc::signalfd(-1, set, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK) };
+    if raw < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: signalfd succeeded, so `raw` is a new fd owned by nobody else.
+    let sigfd = unsafe { OwnedFd::from_raw_fd(raw) };
+    let deadline = timeout.map(|t| std::time::Instant::now() + t);
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: pidfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: sigfd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let ms = match deadline {
+            None => -1,
+            Some(d) => {
+                let left = d.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    return Ok(Waited::TimedOut);
+                }
+                // Round up so that we never wake just before the deadline.
+                left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
+            }
+        };
+        // SAFETY: `fds` is a valid array of two pollfds for the duration of the call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+        if n < 0 {
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(err);
+        }
+        if fds[1].revents & libc::POLLIN != 0 {
+            let mut info = [0u8; std::mem::size_of::<libc::signalfd_siginfo>()];
+            // SAFETY: reads at most `info.len()` bytes into a valid buffer; consumes the
+            // pending SIGINT so it does not fire when the mask is restored.
+            unsafe { libc::read(sigfd.as_raw_fd(), info.as_mut_ptr().cast(), info.len()) };
+            return Ok(Waited::Interrupted);
+        }
+        if fds[0].revents != 0 {
+            return Ok(Waited::Exited);
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod event;
 pub mod launch;
 pub mod records;
 pub mod ring;
+pub mod symbols;
 pub mod sys;
 
 pub use counter::{Builder, Count, Counter, Group, GroupCounts, ReadFormat, SampleType, Target};

@@ -24,10 +24,14 @@ fn exit_code(failure: &Failure) -> u8 {
 
 fn main() -> ExitCode {
     match cli::run(std::env::args_os().skip(1)) {
-        Ok(out) => {
+        Ok(done) => {
             let mut stdout = std::io::stdout().lock();
+            // `stat -- COMMAND` passes the command's status on, as `perf stat` does.
+            let code = done
+                .child_exit
+                .map_or(EXIT_OK, |c| u8::try_from(c).unwrap_or(EXIT_FAILURE));
             match stdout
-                .write_all(out.as_bytes())
+                .write_all(done.text.as_bytes())
                 .and_then(|()| stdout.flush())
             {
                 // A closed pipe (`perfring doctor | head -1`) is not a failure.
@@ -35,7 +39,7 @@ fn main() -> ExitCode {
                     eprintln!("perfring: writing the output: {e}");
                     ExitCode::from(EXIT_FAILURE)
                 }
-                _ => ExitCode::from(EXIT_OK),
+                _ => ExitCode::from(code),
             }
         }
         Err(failure) => {

@@ -7,7 +7,8 @@
 use std::ffi::OsString;
 
 use lexopt::{Arg, Parser};
-use perfring::{Builder, Counter, Event, ReadFormat, SampleType, Target};
+use perfring::symbols::{resolve_event, TargetImage};
+use perfring::{Builder, Counter, ReadFormat, SampleType, Target};
 
 use super::Failure;
 
@@ -20,7 +21,32 @@ pub enum Command {
     Doctor { json: bool },
     /// `perfring explain EVENT-FLAGS [--json]`.
     Explain { event: EventArgs, json: bool },
+    /// `perfring stat -e EVENT… (-p PID [--duration SECS] | -- COMMAND…) [--json]`.
+    Stat(StatArgs),
 }
+
+/// `perfring stat`'s flags.
+#[derive(Debug, Default, Clone)]
+pub struct StatArgs {
+    /// `-e EVENT`, repeatable (and comma-free: one event per flag).
+    pub events: Vec<String>,
+    /// `-p PID`: count a running process instead of a command.
+    pub pid: Option<i32>,
+    /// `--duration SECS`: with `-p`, stop after this long.
+    pub duration: Option<std::time::Duration>,
+    /// `--json`.
+    pub json: bool,
+    /// The command and its arguments.
+    pub command: Vec<OsString>,
+}
+
+/// The events `perf stat` counts by default that need no hardware PMU.
+pub const DEFAULT_STAT_EVENTS: &[&str] = &[
+    "task-clock",
+    "context-switches",
+    "cpu-migrations",
+    "page-faults",
+];
 
 /// Which usage text to print.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +54,7 @@ pub enum Topic {
     Main,
     Doctor,
     Explain,
+    Stat,
 }
 
 /// A command-line item, owned (lexopt's [`Arg`] borrows the parser).
@@ -145,7 +172,12 @@ impl EventArgs {
                 "-c (period) and -F (frequency) are exclusive: give one",
             ));
         }
-        let event = Event::parse(name).map_err(Failure::Input)?;
+        // Symbolic forms (mem:SYMBOL, uprobe:PATH:SYMBOL) look in -p's executable.
+        let image = match self.pid.or(self.tid) {
+            Some(pid) => TargetImage::Process(pid),
+            None => TargetImage::None,
+        };
+        let event = resolve_event(name, &image).map_err(Failure::Input)?;
         let mut b = Counter::builder_for(event).target(self.target()?);
         if let Some(n) = self.period {
             b = b.period(n);
@@ -228,18 +260,75 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, Failur
             event.builder()?;
             Ok(Command::Explain { event, json })
         }
+        "stat" => parse_stat(&mut p),
         other => Err(usage(format!(
-            "unknown command '{other}'; the commands are doctor, explain and help"
+            "unknown command '{other}'; the commands are doctor, explain, stat and help"
         ))),
     }
+}
+
+fn parse_stat(p: &mut Parser) -> Result<Command, Failure> {
+    let mut stat = StatArgs::default();
+    while let Some(flag) = next(p)? {
+        match flag {
+            Flag::Short('e') => stat.events.push(string(p, "-e")?),
+            Flag::Long(l) if l == "event" => stat.events.push(string(p, "--event")?),
+            Flag::Short('p') => stat.pid = Some(number(p, "-p")?),
+            Flag::Long(l) if l == "pid" => stat.pid = Some(number(p, "--pid")?),
+            Flag::Long(l) if l == "duration" => {
+                let s = string(p, "--duration")?;
+                let secs = s
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite() && *x > 0.0 && *x < 1e9)
+                    .ok_or_else(|| {
+                        usage(format!(
+                            "--duration {s:?}: expected a positive number of seconds"
+                        ))
+                    })?;
+                stat.duration = Some(std::time::Duration::from_secs_f64(secs));
+            }
+            Flag::Long(l) if l == "json" => stat.json = true,
+            f if is_help(&f) => return Ok(Command::Help(Topic::Stat)),
+            Flag::Value(program) => {
+                // The command's own flags are its business, not ours.
+                stat.command.push(program);
+                stat.command.extend(p.raw_args().map_err(lexopt_error)?);
+            }
+            other => return Err(unknown("stat", &other)),
+        }
+    }
+    match (stat.pid, stat.command.is_empty()) {
+        (Some(_), false) => {
+            return Err(usage(
+                "stat: give either -p PID or a command (-- COMMAND ARGS), not both",
+            ))
+        }
+        (None, true) => {
+            return Err(usage(
+                "stat: nothing to count: give a command (perfring stat -e EVENT -- COMMAND ARGS) or -p PID",
+            ))
+        }
+        _ => {}
+    }
+    if stat.duration.is_some() && stat.pid.is_none() {
+        return Err(usage(
+            "stat: --duration goes with -p PID; a command is counted until it exits",
+        ));
+    }
+    if stat.events.is_empty() {
+        stat.events = DEFAULT_STAT_EVENTS.iter().map(|e| e.to_string()).collect();
+    }
+    Ok(Command::Stat(stat))
 }
 
 fn topic(name: &str) -> Result<Topic, Failure> {
     match name {
         "doctor" => Ok(Topic::Doctor),
         "explain" => Ok(Topic::Explain),
+        "stat" => Ok(Topic::Stat),
         other => Err(usage(format!(
-            "no help for '{other}'; the commands are doctor and explain"
+            "no help for '{other}'; the commands are doctor, explain and stat"
         ))),
     }
 }
@@ -369,5 +458,23 @@ mod tests {
             parse_str("explain -e no-such-event"),
             Err(Failure::Input(_))
         ));
+        assert!(err("stat -e cpu-clock").contains("nothing to count"));
+        assert!(err("stat -p 1 -- true").contains("not both"));
+        assert!(err("stat --duration 1 -- true").contains("-p PID"));
+        assert!(err("stat -p 1 --duration -3").contains("--duration"));
+    }
+
+    #[test]
+    fn stat_leaves_the_command_flags_alone() {
+        let Ok(Command::Stat(s)) = parse_str("stat -e cpu-clock -e page-faults sh -c exit") else {
+            panic!()
+        };
+        assert_eq!(s.events, ["cpu-clock", "page-faults"]);
+        assert_eq!(s.command, ["sh", "-c", "exit"]);
+        let Ok(Command::Stat(s)) = parse_str("stat -p 9 --duration 0.5 --json") else {
+            panic!()
+        };
+        assert_eq!((s.pid, s.json), (Some(9), true));
+        assert_eq!(s.events.len(), DEFAULT_STAT_EVENTS.len());
     }
 }

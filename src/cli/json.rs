@@ -14,6 +14,8 @@ pub enum Json {
     Bool(bool),
     Uint(u64),
     Int(i64),
+    /// A number with a fraction; NaN and infinities (not JSON) are written as `null`.
+    Float(f64),
     Str(String),
     Array(Vec<Json>),
     Object(Vec<(String, Json)>),
@@ -52,6 +54,10 @@ impl Json {
             Json::Int(n) => {
                 let _ = write!(out, "{n}");
             }
+            Json::Float(x) if x.is_finite() => {
+                let _ = write!(out, "{x}");
+            }
+            Json::Float(_) => out.push_str("null"),
             Json::Str(s) => write_string(out, s),
             Json::Array(items) => {
                 out.push('[');
@@ -133,6 +139,9 @@ mod tests {
             v.render(),
             r#"{"z":18446744073709551615,"a":-1,"n":null,"b":false,"list":[true,"x"],"empty":{}}"#
         );
+        assert_eq!(Json::Float(1.5).render(), "1.5");
+        assert_eq!(Json::Float(7.0).render(), "7");
+        assert_eq!(Json::Float(f64::NAN).render(), "null");
         assert_eq!(Json::opt(None::<u64>, Json::Uint), Json::Null);
         assert_eq!(Json::opt(Some(3u64), Json::Uint), Json::Uint(3));
     }

@@ -5,6 +5,7 @@ pub mod args;
 pub mod doctor;
 pub mod explain;
 pub mod json;
+pub mod stat;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -18,10 +19,27 @@ pub enum Failure {
     Usage(String),
     /// A flag's value was rejected by the library (e.g. an event string that does not parse).
     Input(perfring::Error),
-    /// The library failed at run time. `doctor` reports failures as findings and
-    /// `explain` opens nothing, so only `watch` (to come) produces this.
-    #[allow(dead_code)]
+    /// The library failed at run time (`stat` opening a counter, starting a command).
+    /// `doctor` reports failures as findings and `explain` opens nothing.
     Runtime(perfring::Error),
+}
+
+/// What a successful command produced.
+#[derive(Debug)]
+pub struct Done {
+    /// The text for stdout.
+    pub text: String,
+    /// For `stat -- COMMAND`: the command's exit code, which becomes ours.
+    pub child_exit: Option<i32>,
+}
+
+impl From<String> for Done {
+    fn from(text: String) -> Done {
+        Done {
+            text,
+            child_exit: None,
+        }
+    }
 }
 
 impl fmt::Display for Failure {
@@ -34,27 +52,38 @@ impl fmt::Display for Failure {
 }
 
 /// Runs the command line `args` (without the program name), returning what to print.
-pub fn run(args: impl IntoIterator<Item = OsString>) -> Result<String, Failure> {
-    match args::parse(args)? {
-        Command::Help(topic) => Ok(help(topic).to_string()),
+pub fn run(args: impl IntoIterator<Item = OsString>) -> Result<Done, Failure> {
+    Ok(match args::parse(args)? {
+        Command::Help(topic) => help(topic).to_string().into(),
         Command::Doctor { json } => {
             let report = perfring::doctor::run();
-            Ok(if json {
-                doctor::json(&report).render() + "\n"
+            if json {
+                (doctor::json(&report).render() + "\n").into()
             } else {
-                doctor::table(&report)
-            })
+                doctor::table(&report).into()
+            }
         }
         Command::Explain { event, json } => {
             let builder = event.builder()?;
             let fields = explain::fields(&builder);
-            Ok(if json {
-                explain::json(&fields).render() + "\n"
+            if json {
+                (explain::json(&fields).render() + "\n").into()
             } else {
-                explain::text(&fields)
-            })
+                explain::text(&fields).into()
+            }
         }
-    }
+        Command::Stat(args) => {
+            let report = stat::run(&args)?;
+            Done {
+                text: if args.json {
+                    stat::json(&report).render() + "\n"
+                } else {
+                    stat::text(&report)
+                },
+                child_exit: report.exit_code,
+            }
+        }
+    })
 }
 
 /// Usage text for `topic`.
@@ -63,6 +92,7 @@ pub fn help(topic: Topic) -> &'static str {
         Topic::Main => MAIN_HELP,
         Topic::Doctor => DOCTOR_HELP,
         Topic::Explain => EXPLAIN_HELP,
+        Topic::Stat => STAT_HELP,
     }
 }
 
@@ -74,12 +104,14 @@ Usage: perfring <COMMAND> [OPTIONS]
 Commands:
   doctor    Probe what this machine allows: limits, PMUs, and each mechanism
   explain   Print the perf_event_attr an event and its flags would be opened with
+  stat      Count events over a command's run, or a running process, like perf stat
   help      Print this text, or a command's (perfring help explain)
 
 Options:
   -h, --help  Print help
 
-Exit status: 0 on success, 1 when the operation failed, 2 on a usage error.
+Exit status: 0 on success, 1 when the operation failed, 2 on a usage error;
+'stat -- COMMAND' exits with the command's status.
 ";
 
 const DOCTOR_HELP: &str = "\
@@ -120,9 +152,45 @@ Event options (the same as perfring watch):
   -t, --tid TID              Watch a thread
   -C, --cpu CPU              Watch one CPU (with -p/-t: that thread on that CPU only)
 
-Numbers are decimal or 0x-prefixed hex.
+Numbers are decimal or 0x-prefixed hex. Beyond perf's syntax, -e also takes
+mem:SYMBOL[+OFF][/LEN][:ACCESS] (a symbol of -p's executable) and
+uprobe:PATH:SYMBOL[+OFF].
 
 Options:
       --json                 Print one JSON object keyed by field name
   -h, --help                 Print help
+";
+
+const STAT_HELP: &str = "\
+Count events over a command's whole run, or a running process, like perf stat.
+
+Usage: perfring stat [-e EVENT]... [--json] [--] COMMAND [ARGS]...
+       perfring stat [-e EVENT]... [--json] -p PID [--duration SECS]
+
+The command is started stopped, the counters are attached (inherited by its
+threads and children, enabled at its exec), and then it runs; its exit status
+becomes perfring's. With -p, counting lasts until the process exits, Ctrl-C,
+or --duration. Counts multiplexed off the PMU are scaled by enabled/running
+time and shown with the percentage of time they ran.
+
+Events (default: task-clock, context-switches, cpu-migrations, page-faults):
+  any perf event string    cpu-clock, page-faults:u, mem:0x1000/4:w, sched:sched_switch
+  mem:SYMBOL[+OFF][/LEN][:ACCESS]
+                           A breakpoint on a symbol of the program (ACCESS r, w,
+                           rw or x; a PIE command is run with ASLR off for it)
+  uprobe:PATH:SYMBOL[+OFF] A uprobe on a function of any ELF file
+
+Options:
+  -e, --event EVENT   An event to count; repeat for more
+  -p, --pid PID       Count a running process instead of a command
+      --duration SECS With -p: stop after SECS seconds (fractions allowed)
+      --json          Print one JSON object: {\"events\":[{\"event\",\"value\",
+                      \"scaled\",\"time_enabled\",\"time_running\"}],
+                      \"duration_s\",\"exit_code\"}
+  -h, --help          Print help
+
+Exit status: the command's (128 + N if killed by signal N); 0 after -p; 1 when
+counting failed (no such program, an event this machine cannot count, e.g. a
+hardware event without a PMU); 2 on a usage error or an event that does not
+parse or resolve (unknown name or symbol).
 ";

@@ -24,12 +24,14 @@
 //! named by its decimal type number, which perf does not accept but which lets every
 //! [`Event`] print as a string that parses back to it.
 
-mod names;
+pub(crate) mod names;
 mod parse;
 mod sysfs;
 
+use std::ffi::CStr;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::sys;
@@ -82,6 +84,8 @@ pub enum Kind {
     Raw(u64),
     /// An event of a dynamic PMU from sysfs (or given by type number).
     Pmu(PmuEvent),
+    /// A uprobe on a file offset, through the `uprobe` PMU.
+    Uprobe(Uprobe),
 }
 
 macro_rules! id_enum {
@@ -362,6 +366,26 @@ pub struct PmuEvent {
     pub config2: u64,
 }
 
+/// A uprobe: the `uprobe` PMU's event on an instruction of an ELF file, by file offset.
+///
+/// The kernel takes the file's path as a *pointer* in `config1` (`uprobe_path`) and
+/// reads the string during `perf_event_open` only. The path lives in this value behind
+/// an [`Arc`], so every [`Event`] (and every [`Builder`](crate::Builder) or
+/// [`Counter`](crate::Counter) holding one) keeps the pointer that
+/// [`Event::apply`] wrote valid for as long as it exists.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Uprobe {
+    /// The `uprobe` PMU's `type` number (sysfs `bus/event_source/devices/uprobe/type`).
+    pub type_: u32,
+    /// The probed file, NUL-terminated for the kernel.
+    pub path: Arc<CStr>,
+    /// The probed instruction's offset in the file (not its virtual address).
+    #[doc(alias = "probe_offset")]
+    pub offset: u64,
+    /// Fire on return instead of entry (`config:0`, the `retprobe` format bit).
+    pub retprobe: bool,
+}
+
 /// Where an event counts, and how precisely: perf's `:ukhIGHp` modifiers.
 ///
 /// Giving any of `u`, `k`, `h` excludes the ones not given (`cycles:u` counts only
@@ -474,6 +498,29 @@ impl Event {
         Event::from_kind(parse::pmu_kind_by_type(None, type_, [config, 0, 0]))
     }
 
+    /// A uprobe on the instruction at file offset `offset` of `path`, through the
+    /// `uprobe` PMU of type `type_`. Its name (and `Display`) is `uprobe:PATH+0xOFFSET`,
+    /// which [`symbols::resolve_event`](crate::symbols::resolve_event) parses back.
+    ///
+    /// # Errors
+    /// [`ErrorKind::BadEvent`](crate::ErrorKind::BadEvent) if `path` contains a NUL byte.
+    pub fn uprobe(type_: u32, path: &std::path::Path, offset: u64) -> Result<Event> {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+            Error::new(
+                crate::ErrorKind::BadEvent,
+                format!("uprobe on {}", path.display()),
+                "the path contains a NUL byte",
+            )
+        })?;
+        Ok(Event::from_kind(Kind::Uprobe(Uprobe {
+            type_,
+            path: Arc::from(c.as_c_str()),
+            offset,
+            retprobe: false,
+        })))
+    }
+
     /// Parses perf's event syntax, resolving PMUs and tracepoints in the running
     /// system's sysfs and tracefs.
     ///
@@ -544,7 +591,9 @@ impl Event {
                     || p.type_ == sys::PERF_TYPE_RAW
                     || matches!(p.pmu.as_deref(), Some("cpu" | "cpu_core" | "cpu_atom"))
             }
-            Kind::Software(_) | Kind::Breakpoint(_) | Kind::Tracepoint(_) => false,
+            Kind::Software(_) | Kind::Breakpoint(_) | Kind::Tracepoint(_) | Kind::Uprobe(_) => {
+                false
+            }
         }
     }
 
@@ -578,6 +627,15 @@ impl Event {
             Kind::Tracepoint(t) => (sys::PERF_TYPE_TRACEPOINT, t.id, 0, 0, 0),
             Kind::Raw(c) => (sys::PERF_TYPE_RAW, *c, 0, 0, 0),
             Kind::Pmu(p) => (p.type_, p.config, p.config1, p.config2, 0),
+            // `uprobe_path` is a pointer into the `Arc` this event (and its clones)
+            // keeps alive; see [`Uprobe`].
+            Kind::Uprobe(u) => (
+                u.type_,
+                u64::from(u.retprobe),
+                u.path.as_ptr() as usize as u64,
+                u.offset,
+                0,
+            ),
         };
         attr.type_ = type_;
         attr.config = config;
@@ -606,7 +664,9 @@ impl Eq for Event {}
 
 impl fmt::Display for Event {
     /// A canonical perf-syntax string that [`Event::parse_in`] turns back into an
-    /// equal event (given the same sysfs for PMU and tracepoint names).
+    /// equal event (given the same sysfs for PMU and tracepoint names). Uprobes print
+    /// as `uprobe:PATH+0xOFFSET`, which only
+    /// [`symbols::resolve_event`](crate::symbols::resolve_event) parses.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mods = self.modifiers.to_string();
         match &self.kind {
@@ -632,6 +692,10 @@ impl fmt::Display for Event {
                     write!(f, ",config2={:#x}", p.config2)?;
                 }
                 f.write_str("/")?;
+            }
+            Kind::Uprobe(u) => {
+                let ret = if u.retprobe { "uretprobe" } else { "uprobe" };
+                write!(f, "{ret}:{}+{:#x}", u.path.to_string_lossy(), u.offset)?
             }
         }
         if !mods.is_empty() {

@@ -66,3 +66,53 @@ pub fn watched_watchpoint() -> perfring::Event {
         8,
     )
 }
+
+/// The C test program: `target()` is called `argv[1]` times (default 5), then, if
+/// given, it sleeps `argv[2]` seconds; `counter` is written once per call.
+const PROG_C: &str = r#"
+#include <stdlib.h>
+#include <unistd.h>
+volatile long counter;
+void __attribute__((noinline)) target(void) { counter++; }
+int main(int argc, char **argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 5;
+    for (int i = 0; i < n; i++) target();
+    if (argc > 2) sleep(atoi(argv[2]));
+    return 0;
+}
+"#;
+
+/// Compiles the C test program (`-O0 -fno-inline`) once per test binary into the
+/// target directory, as a PIE (`pie = true`) or a fixed-address `ET_EXEC`.
+pub fn c_program(pie: bool) -> std::path::PathBuf {
+    use std::sync::OnceLock;
+    static BUILT: [OnceLock<std::path::PathBuf>; 2] = [OnceLock::new(), OnceLock::new()];
+    BUILT[usize::from(pie)]
+        .get_or_init(|| {
+            let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+                "cprog-{}-{}",
+                std::process::id(),
+                if pie { "pie" } else { "nopie" }
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            let src = dir.join("prog.c");
+            std::fs::write(&src, PROG_C).unwrap();
+            let out = dir.join("prog");
+            let flags: &[&str] = if pie {
+                &["-fPIE", "-pie"]
+            } else {
+                &["-fno-pie", "-no-pie"]
+            };
+            let st = std::process::Command::new("cc")
+                .args(["-O0", "-fno-inline", "-g0"])
+                .args(flags)
+                .arg("-o")
+                .arg(&out)
+                .arg(&src)
+                .status()
+                .expect("run cc");
+            assert!(st.success(), "cc failed");
+            out
+        })
+        .clone()
+}

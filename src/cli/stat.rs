@@ -1,0 +1,202 @@
+//! `perfring stat`: count events over a command's run or a process's life, like
+//! `perf stat`, using the library's launcher, counters and symbol resolver.
+
+use std::time::{Duration, Instant};
+
+use perfring::launch::{self, Child, Waited};
+use perfring::symbols::{is_symbolic, resolve_event, TargetImage};
+use perfring::{Count, Counter, Event, Target};
+
+use super::args::StatArgs;
+use super::json::Json;
+use super::Failure;
+
+/// One event's result.
+#[derive(Debug)]
+pub struct Line {
+    pub event: String,
+    pub count: Count,
+}
+
+/// What was counted, for how long, and how the command ended.
+#[derive(Debug)]
+pub struct Report {
+    pub what: String,
+    pub lines: Vec<Line>,
+    pub duration: Duration,
+    /// The command's exit code (128 + signal if killed); `None` for `-p`.
+    pub exit_code: Option<i32>,
+}
+
+/// Runs `stat`: resolve every event, start or attach, wait, read.
+pub fn run(args: &StatArgs) -> Result<Report, Failure> {
+    match args.pid {
+        Some(pid) => attach(args, pid),
+        None => spawn(args),
+    }
+}
+
+fn resolve_all(args: &StatArgs, image: &TargetImage) -> Result<Vec<Event>, Failure> {
+    args.events
+        .iter()
+        .map(|spec| resolve_event(spec, image).map_err(Failure::Input))
+        .collect()
+}
+
+fn open_all(events: Vec<Event>, pid: i32, spawned: bool) -> Result<Vec<Counter>, Failure> {
+    events
+        .into_iter()
+        .map(|event| {
+            let b = Counter::builder_for(event)
+                .target(Target::Thread(pid))
+                .inherit(true);
+            let b = if spawned {
+                b.enable_on_exec(true)
+            } else {
+                b.enabled(true)
+            };
+            b.open().map_err(Failure::Runtime)
+        })
+        .collect()
+}
+
+fn read_all(counters: &[Counter]) -> Result<Vec<Line>, Failure> {
+    counters
+        .iter()
+        .map(|c| {
+            Ok(Line {
+                event: c.event().name().to_string(),
+                count: c.read().map_err(Failure::Runtime)?,
+            })
+        })
+        .collect()
+}
+
+fn spawn(args: &StatArgs) -> Result<Report, Failure> {
+    let program = &args.command[0];
+    let mut command = launch::Command::new(program).args(&args.command[1..]);
+    let Some(path) = launch::find_program(program) else {
+        // Let the launcher say what is wrong: it knows how it searched.
+        return Err(Failure::Runtime(
+            command
+                .spawn_stopped()
+                .expect_err("find_program found nothing"),
+        ));
+    };
+    let events = resolve_all(args, &TargetImage::Spawned(path))?;
+    // Symbol addresses in a PIE are predicted for its no-ASLR base.
+    let no_aslr = args
+        .events
+        .iter()
+        .any(|e| e.starts_with("mem:") && is_symbolic(e));
+    command = command.no_aslr(no_aslr);
+    let stopped = command.spawn_stopped().map_err(Failure::Runtime)?;
+    // On error from here, dropping `stopped` kills and reaps the child.
+    let counters = open_all(events, stopped.pid(), true)?;
+    let started = Instant::now();
+    let mut child = stopped.start().map_err(Failure::Runtime)?;
+    let status = wait_child(&mut child)?;
+    let duration = started.elapsed();
+    Ok(Report {
+        what: args
+            .command
+            .iter()
+            .map(|a| a.to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" "),
+        lines: read_all(&counters)?,
+        duration,
+        exit_code: Some(status.code()),
+    })
+}
+
+/// Waits for the command; Ctrl-C goes to it (as to any program in the foreground),
+/// and we report once it has ended.
+fn wait_child(child: &mut Child) -> Result<launch::ExitStatus, Failure> {
+    loop {
+        match launch::wait_for_exit(child.pid(), None).map_err(Failure::Runtime)? {
+            Waited::Exited => return child.wait().map_err(Failure::Runtime),
+            // A terminal's Ctrl-C reaches the child too; a `kill -INT` of ours alone
+            // is passed on.
+            Waited::Interrupted => {
+                let _ = child.signal(libc::SIGINT);
+            }
+            Waited::TimedOut => {}
+        }
+    }
+}
+
+fn attach(args: &StatArgs, pid: i32) -> Result<Report, Failure> {
+    let events = resolve_all(args, &TargetImage::Process(pid))?;
+    let counters = open_all(events, pid, false)?;
+    let started = Instant::now();
+    launch::wait_for_exit(pid, args.duration).map_err(Failure::Runtime)?;
+    let duration = started.elapsed();
+    Ok(Report {
+        what: format!("process id {pid}"),
+        lines: read_all(&counters)?,
+        duration,
+        exit_code: None,
+    })
+}
+
+fn percent_running(c: &Count) -> Option<f64> {
+    match (c.time_enabled, c.time_running) {
+        (Some(e), Some(r)) if e > 0 => Some(100.0 * r as f64 / e as f64),
+        _ => None,
+    }
+}
+
+/// `perf stat`'s table: the scaled count, the event, and the share of time it was
+/// actually counting when that was less than all of it.
+pub fn text(r: &Report) -> String {
+    let mut out = format!("\n Performance counter stats for '{}':\n\n", r.what);
+    for l in &r.lines {
+        let pct = percent_running(&l.count);
+        match pct {
+            // Enabled but never scheduled on the PMU: there is no count to scale.
+            Some(_) if l.count.time_running == Some(0) => {
+                out += &format!("{:>20}      {}\n", "<not counted>", l.event);
+            }
+            Some(p) if p < 100.0 => {
+                out += &format!(
+                    "{:>20.0}      {:<40} ({p:.2}%, raw {})\n",
+                    l.count.scaled(),
+                    l.event,
+                    l.count.value
+                );
+            }
+            _ => out += &format!("{:>20}      {}\n", l.count.value, l.event),
+        }
+    }
+    out += &format!(
+        "\n{:>20.9} seconds time elapsed\n",
+        r.duration.as_secs_f64()
+    );
+    if let Some(code) = r.exit_code.filter(|c| *c != 0) {
+        out += &format!("{:>20} exit status\n", code);
+    }
+    out
+}
+
+/// One JSON object: `events` (value, scaled, times), `duration_s`, `exit_code`.
+pub fn json(r: &Report) -> Json {
+    let events = r
+        .lines
+        .iter()
+        .map(|l| {
+            Json::object([
+                ("event", Json::str(&l.event)),
+                ("value", Json::Uint(l.count.value)),
+                ("scaled", Json::Float(l.count.scaled())),
+                ("time_enabled", Json::opt(l.count.time_enabled, Json::Uint)),
+                ("time_running", Json::opt(l.count.time_running, Json::Uint)),
+            ])
+        })
+        .collect();
+    Json::object([
+        ("events", Json::Array(events)),
+        ("duration_s", Json::Float(r.duration.as_secs_f64())),
+        ("exit_code", Json::opt(r.exit_code, |c| Json::Int(c.into()))),
+    ])
+}

@@ -1,0 +1,153 @@
+//! ELF symbols against real processes: the no-ASLR PIE base, `mem:SYMBOL` breakpoints
+//! and `uprobe:PATH:SYMBOL` probes counting exactly, and ip symbolization.
+
+mod util;
+
+use perfring::launch::{Command, Waited};
+use perfring::symbols::{
+    resolve_event, AddressSpace, ElfType, ProcessMaps, Symbols, TargetImage, NO_ASLR_PIE_BASE,
+};
+use perfring::{Counter, ErrorKind, Target};
+
+const N: u64 = 7;
+
+#[test]
+fn elf_types_and_segments() {
+    let pie = Symbols::load(util::c_program(true)).unwrap();
+    let exe = Symbols::load(util::c_program(false)).unwrap();
+    assert_eq!(pie.elf_type(), ElfType::Dynamic);
+    assert_eq!(exe.elf_type(), ElfType::Executable);
+    assert!(pie.has_interpreter());
+    assert_eq!(exe.no_aslr_bias().unwrap(), 0);
+    for s in [&pie, &exe] {
+        let t = s.find("target").unwrap().clone();
+        assert!(t.size > 0);
+        assert_eq!(s.lookup(t.addr), Some(("target", 0)));
+        assert_eq!(s.lookup(t.addr + 1), Some(("target", 1)));
+        assert_ne!(s.lookup(t.addr + t.size).map(|x| x.0), Some("target"));
+        let off = s.file_offset(t.addr).unwrap();
+        assert_eq!(s.vaddr_of_offset(off), Some(t.addr));
+        assert!(s.find("counter").is_some());
+    }
+}
+
+#[test]
+fn missing_symbol_suggests_close_names() {
+    let s = Symbols::load(util::c_program(true)).unwrap();
+    let e = s.require("targt").unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound);
+    assert!(e.to_string().contains("'target'"), "{e}");
+    let e = resolve_event("mem:targt:x", &TargetImage::Spawned(util::c_program(true))).unwrap_err();
+    assert!(e.to_string().contains("did you mean 'target'"), "{e}");
+}
+
+/// The measured constant: a PIE spawned with `no_aslr` is mapped where
+/// `Symbols::no_aslr_bias` (from `NO_ASLR_PIE_BASE`) says.
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn no_aslr_pie_base_is_what_the_kernel_uses() {
+    assert_eq!(NO_ASLR_PIE_BASE, Some(0x5555_5555_4000));
+    let prog = util::c_program(true);
+    let symbols = Symbols::load(&prog).unwrap();
+    let stopped = Command::new(&prog)
+        .args(["0", "5"])
+        .no_aslr(true)
+        .spawn_stopped()
+        .unwrap();
+    let mut child = stopped.start().unwrap();
+    let maps = ProcessMaps::read(child.pid()).unwrap();
+    let bias = maps.bias_of(&symbols);
+    child.signal(libc::SIGKILL).unwrap();
+    child.wait().unwrap();
+    assert_eq!(bias, Some(symbols.no_aslr_bias().unwrap()), "{maps:?}");
+}
+
+fn count_spawned(prog: &std::path::Path, spec: &str, no_aslr: bool) -> u64 {
+    let event = resolve_event(spec, &TargetImage::Spawned(prog.to_owned())).unwrap();
+    let stopped = Command::new(prog)
+        .arg(N.to_string())
+        .no_aslr(no_aslr)
+        .spawn_stopped()
+        .unwrap();
+    let counter = Counter::builder_for(event)
+        .target(Target::Thread(stopped.pid()))
+        .period(1)
+        .exclude_kernel(true)
+        .enable_on_exec(true)
+        .inherit(true)
+        .open()
+        .unwrap();
+    let mut child = stopped.start().unwrap();
+    assert!(child.wait().unwrap().success());
+    counter.read().unwrap().value
+}
+
+#[test]
+fn mem_symbol_breakpoint_counts_each_call_pie() {
+    assert_eq!(
+        count_spawned(&util::c_program(true), "mem:target:x", true),
+        N
+    );
+}
+
+#[test]
+fn mem_symbol_breakpoint_counts_each_call_no_pie() {
+    assert_eq!(
+        count_spawned(&util::c_program(false), "mem:target:x", false),
+        N
+    );
+}
+
+#[test]
+fn mem_symbol_watchpoint_counts_each_write() {
+    // `counter++` reads and writes once per call.
+    assert_eq!(
+        count_spawned(&util::c_program(true), "mem:counter:w", true),
+        N
+    );
+}
+
+#[test]
+fn uprobe_on_symbol_counts_each_call() {
+    let prog = util::c_program(true);
+    let spec = format!("uprobe:{}:target", prog.display());
+    // A uprobe is attached to the file, so ASLR does not matter.
+    assert_eq!(count_spawned(&prog, &spec, false), N);
+    let e = resolve_event(&spec, &TargetImage::None).unwrap();
+    // It prints as a file offset, which parses back to the same event.
+    let again = resolve_event(&e.to_string(), &TargetImage::None).unwrap();
+    assert_eq!(e, again);
+}
+
+#[test]
+fn attached_process_symbols_and_describe() {
+    let prog = util::c_program(true);
+    let symbols = Symbols::load(&prog).unwrap();
+    let target = symbols.find("target").unwrap().clone();
+    // With ASLR on: the address must come from the process's maps.
+    let stopped = Command::new(&prog)
+        .args(["0", "5"])
+        .spawn_stopped()
+        .unwrap();
+    let mut child = stopped.start().unwrap();
+    let pid = child.pid();
+    let event = resolve_event("mem:target+1:x", &TargetImage::Process(pid));
+    let mut space = AddressSpace::new(pid).unwrap();
+    let bias = space.maps().bias_of(&symbols).unwrap();
+    let runtime = target.addr + bias;
+    let described = (space.describe(runtime), space.describe(runtime + 4));
+    assert_eq!(
+        perfring::launch::wait_for_exit(pid, Some(std::time::Duration::from_millis(10))).unwrap(),
+        Waited::TimedOut
+    );
+    child.signal(libc::SIGKILL).unwrap();
+    assert_eq!(
+        perfring::launch::wait_for_exit(pid, None).unwrap(),
+        Waited::Exited
+    );
+    child.wait().unwrap();
+    assert_eq!(described.0, "target");
+    assert_eq!(described.1, "target+0x4");
+    let event = event.unwrap();
+    assert_eq!(event.to_string(), format!("mem:{:#x}/8:x", runtime + 1));
+}
