@@ -6,9 +6,11 @@
 pub mod counter;
 pub mod error;
 pub mod event;
+pub mod notify;
 pub mod ring;
 pub mod sys;
 
 pub use counter::{Builder, Count, Counter, Group, GroupCounts, ReadFormat, SampleType, Target};
 pub use error::{Error, ErrorKind, Result};
 pub use event::Event;
+pub use notify::{Accounting, Notification, NotifyKind, Poller, Token};
