@@ -93,7 +93,13 @@ fn signal_budget_round_trip(budget: Budget, work: fn(), expect_reopen: bool) {
 #[test]
 fn breakpoint_budget_of_5_then_silence_then_5_after_rearm_by_reopening() {
     let _s = serial();
-    signal_budget_round_trip(bp_budget(), || drop(call_target(10_000)), true);
+    signal_budget_round_trip(
+        bp_budget(),
+        || {
+            call_target(10_000);
+        },
+        true,
+    );
 }
 
 #[test]

@@ -34,9 +34,8 @@ impl<'a> SigInfo<'a> {
             assert!(std::mem::size_of::<libc::siginfo_t>() == std::mem::size_of::<sys::siginfo>());
         // SAFETY: the caller guarantees a live, initialised siginfo; both types are the
         // kernel's 128-byte layout with alignment 8 or less (checked above for size).
-        SigInfo {
-            raw: unsafe { &*info.cast::<sys::siginfo>() },
-        }
+        let raw = unsafe { &*info.cast::<sys::siginfo>() };
+        SigInfo { raw }
     }
 
     fn head(&self) -> &'a sys::siginfo__bindgen_ty_1__bindgen_ty_1 {
@@ -70,7 +69,9 @@ impl<'a> SigInfo<'a> {
     /// `si_band` of a `SIGPOLL`-style signal (`POLLIN`/`POLLHUP` bits).
     pub fn band(&self) -> i64 {
         // SAFETY: integer union member (module Safety).
-        unsafe { self.head()._sifields._sigpoll._band as i64 }
+        let band = unsafe { self.head()._sifields._sigpoll._band };
+        #[allow(clippy::useless_conversion)] // c_long is i32 on 32-bit targets
+        i64::from(band)
     }
 
     /// `si_addr` of a fault-style signal (for `TRAP_PERF`: the event's address, e.g.
@@ -83,7 +84,9 @@ impl<'a> SigInfo<'a> {
     /// `si_perf_data` of a `TRAP_PERF` signal: the event's `sig_data`.
     pub fn perf_data(&self) -> u64 {
         // SAFETY: integer union member (module Safety).
-        unsafe { self.head()._sifields._sigfault.__bindgen_anon_1._perf._data as u64 }
+        let data = unsafe { self.head()._sifields._sigfault.__bindgen_anon_1._perf._data };
+        #[allow(clippy::useless_conversion)] // c_ulong is u32 on 32-bit targets
+        u64::from(data)
     }
 
     /// `si_perf_type` of a `TRAP_PERF` signal: the event's `attr.type`.
