@@ -4,6 +4,7 @@
 //! |---|---|---|---|
 //! | `poll`/`epoll` readiness | [`poll`] | any thread waiting in [`Poller::poll`] | yes: one wake-up may cover many samples |
 //! | a real-time signal to one thread | [`signal`] | the thread named with `F_SETOWN_EX` | can, when the signal queue is full |
+//! | the same signal, read from a `signalfd` | [`signalfd`] | the thread that reads it | as above |
 //! | synchronous `SIGTRAP` | [`sigtrap`] | the thread that overflowed, before its next instruction | no |
 //!
 //! Whatever the mode, **count overflows from the ring, not from notifications**: a
@@ -19,6 +20,7 @@ mod queue;
 mod registry;
 pub mod siginfo;
 pub mod signal;
+pub mod signalfd;
 pub mod sigtrap;
 
 pub use budget::{Budget, Rearm};

@@ -78,6 +78,63 @@ static SIGS: [SigState; NSIG] = [const {
 
 static INSTALL: Mutex<()> = Mutex::new(());
 
+/// Signal numbers taken by a [`SignalFd`](super::signalfd::SignalFd) (bit per signal).
+static SIGNALFD_CLAIMED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn claimed_by_signalfd(signo: i32) -> bool {
+    SIGNALFD_CLAIMED.load(SeqCst) & (1u64 << (signo as u32 % 64)) != 0
+}
+
+/// Takes `signo` (or the highest free real-time signal) for a signalfd: it must have
+/// no handler at all and not be another signalfd's.
+pub(crate) fn claim_for_signalfd(signo: Option<i32>) -> Result<i32> {
+    let _g = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
+    let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+    let free = |s: i32| -> Result<bool> {
+        Ok(current_action(s)?.sa_sigaction == libc::SIG_DFL && !claimed_by_signalfd(s))
+    };
+    let signo = match signo {
+        Some(s) if !(min..=max).contains(&s) => {
+            return Err(Error::new(
+                ErrorKind::Signal,
+                format!("SignalFd::new({s})"),
+                format!("{s} is not a real-time signal ({min}..={max})"),
+            ))
+        }
+        Some(s) if !free(s)? => {
+            return Err(Error::new(
+                ErrorKind::Signal,
+                format!("SignalFd::new({s})"),
+                format!("signal {s} has a handler or another SignalFd"),
+            )
+            .with_fix("pick another signal, or None for a free one"))
+        }
+        Some(s) => s,
+        None => {
+            let mut found = None;
+            for s in (min..=max).rev() {
+                if free(s)? {
+                    found = Some(s);
+                    break;
+                }
+            }
+            found.ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Signal,
+                    "SignalFd::new(None)",
+                    "every real-time signal is taken",
+                )
+            })?
+        }
+    };
+    SIGNALFD_CLAIMED.fetch_or(1u64 << (signo as u32 % 64), SeqCst);
+    Ok(signo)
+}
+
+pub(crate) fn unclaim_for_signalfd(signo: i32) {
+    SIGNALFD_CLAIMED.fetch_and(!(1u64 << (signo as u32 % 64)), SeqCst);
+}
+
 fn queue_push(n: &Notification, data: usize) {
     // SAFETY: `data` was set from `Arc::as_ptr` of the queue the SignalCounter keeps
     // alive until its slot is retired, and handlers only run inside a live slot.
@@ -263,7 +320,8 @@ impl ThreadSignal {
                 let mut found = None;
                 for s in min..=max {
                     let a = current_action(s)?;
-                    if a.sa_sigaction == libc::SIG_DFL || a.sa_sigaction == handler_addr() {
+                    let ours = a.sa_sigaction == handler_addr();
+                    if ours || (a.sa_sigaction == libc::SIG_DFL && !claimed_by_signalfd(s)) {
                         found = Some(s);
                         break;
                     }
@@ -278,6 +336,14 @@ impl ThreadSignal {
                 })?
             }
         };
+        if claimed_by_signalfd(signo) {
+            return Err(Error::new(
+                ErrorKind::Signal,
+                format!("ThreadSignal::install({signo})"),
+                format!("signal {signo} is used by a SignalFd"),
+            )
+            .with_fix("pick another signal (None picks a free one)"));
+        }
         let st = &SIGS[signo as usize];
         if st.installed.load(SeqCst) {
             return Ok(ThreadSignal { signo });
@@ -396,7 +462,7 @@ fn fcntl_err(event: &str, what: &str) -> Error {
 }
 
 /// `F_SETSIG`, `F_SETOWN_EX(F_OWNER_TID)`, then `O_ASYNC`.
-fn arm_fd(fd: RawFd, signo: i32, tid: libc::pid_t, event: &str) -> Result<()> {
+pub(crate) fn arm_fd(fd: RawFd, signo: i32, tid: libc::pid_t, event: &str) -> Result<()> {
     // SAFETY: F_SETSIG takes an int; the fd is open (the counter is alive).
     if unsafe { libc::fcntl(fd, sys::F_SETSIG as i32, signo) } < 0 {
         return Err(fcntl_err(event, "F_SETSIG"));
@@ -421,7 +487,7 @@ fn arm_fd(fd: RawFd, signo: i32, tid: libc::pid_t, event: &str) -> Result<()> {
 }
 
 /// Clears `O_ASYNC`: the kernel queues no more signals for `fd`.
-fn disarm_fd(fd: RawFd) {
+pub(crate) fn disarm_fd(fd: RawFd) {
     // SAFETY: F_GETFL/F_SETFL take and return ints; the fd is open.
     let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
     if fl >= 0 {
