@@ -13,4 +13,6 @@ pub mod sys;
 pub use counter::{Builder, Count, Counter, Group, GroupCounts, ReadFormat, SampleType, Target};
 pub use error::{Error, ErrorKind, Result};
 pub use event::Event;
-pub use notify::{Accounting, Notification, NotifyKind, Poller, Token};
+pub use notify::{
+    Accounting, Budget, Notification, NotifyKind, Poller, Sigtrap, ThreadSignal, Token,
+};

@@ -220,3 +220,26 @@ fn set_period_while_running_changes_the_overflow_rate() {
     counter.disable().unwrap();
     assert_eq!(n, 10, "period 1000 after set_period");
 }
+
+#[test]
+fn poller_rearms_a_spent_breakpoint_by_reopening() {
+    use perfring::notify::Poller;
+    let budget = bp_budget();
+    let counter = budget.open().unwrap();
+    let ring = Ring::map(&counter, RingSize::Pages(16)).unwrap();
+    let mut poller = Poller::new().unwrap();
+    poller.register(Token(1), counter, ring).unwrap();
+    let mut samples = 0u64;
+    let mut count = |_: Token, r: perfring::ring::RawRecord<'_>| {
+        samples += u64::from(r.kind() == perfring::sys::PERF_RECORD_SAMPLE)
+    };
+    budget.arm(poller.counter(Token(1)).unwrap()).unwrap();
+    call_target(10_000);
+    call_target(10_000);
+    assert!(poller
+        .rearm(Token(1), &budget, RingSize::Pages(16), &mut count)
+        .unwrap());
+    call_target(10_000);
+    poller.drain_all(&mut count);
+    assert_eq!(samples, 10, "5, nothing while spent, 5 after re-arming");
+}

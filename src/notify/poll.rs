@@ -107,18 +107,7 @@ impl Poller {
     }
 
     fn ctl(&self, op: libc::c_int, fd: i32, token: Token) -> std::io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: (libc::EPOLLIN | libc::EPOLLHUP) as u32,
-            u64: token.0,
-        };
-        // SAFETY: both fds are open (ours and a counter the caller holds); `ev` is a
-        // valid epoll_event living across the call (ignored for EPOLL_CTL_DEL).
-        let r = unsafe { libc::epoll_ctl(self.ep.as_raw_fd(), op, fd, &mut ev) };
-        if r < 0 {
-            Err(std::io::Error::last_os_error())
-        } else {
-            Ok(())
-        }
+        ctl(self.ep.as_raw_fd(), op, fd, token)
     }
 
     /// Watches `counter` (whose records go to `ring`) under `token`.
@@ -156,6 +145,46 @@ impl Poller {
         // A failure can only mean the fd is no longer in the set; nothing to undo.
         let _ = self.ctl(libc::EPOLL_CTL_DEL, e.counter.as_raw_fd(), token);
         Some((e.counter, e.ring))
+    }
+
+    /// Gives `token`'s counter a new [`Budget`](super::Budget). When the budget reopens
+    /// the counter (breakpoints, whose spent budget the kernel will not refresh), the
+    /// new counter gets a new ring of `size` and takes the old one's place under
+    /// `token`; records left in the old ring are drained to `f` first. Returns `true`
+    /// if the counter was reopened.
+    ///
+    /// # Errors
+    /// As [`Budget::rearm`](super::Budget::rearm), [`Ring::map`] and [`register`](Self::register);
+    /// [`ErrorKind::NotFound`] for an unknown token.
+    pub fn rearm(
+        &mut self,
+        token: Token,
+        budget: &super::Budget,
+        size: crate::ring::RingSize,
+        mut f: impl FnMut(Token, RawRecord<'_>),
+    ) -> Result<bool> {
+        let ep = self.ep.as_raw_fd();
+        let Some(entry) = self.entries.get_mut(&token) else {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("Poller::rearm({token:?})"),
+                "no such token",
+            ));
+        };
+        if !budget.reopens() {
+            budget.arm(&entry.counter)?;
+            return Ok(false);
+        }
+        let fresh = budget.builder().open()?;
+        let ring = Ring::map(&fresh, size)?;
+        drain_ring(&mut entry.ring, token, &mut f);
+        let _ = ctl(ep, libc::EPOLL_CTL_DEL, entry.counter.as_raw_fd(), token);
+        ctl(ep, libc::EPOLL_CTL_ADD, fresh.as_raw_fd(), token)
+            .map_err(|e| epoll_error(&format!("epoll_ctl(ADD, {})", fresh.event().name()), e))?;
+        budget.arm(&fresh)?;
+        entry.counter = fresh;
+        entry.ring = ring;
+        Ok(true)
     }
 
     /// The counter registered under `token`.
@@ -282,6 +311,22 @@ impl Poller {
             n += drain_ring(&mut entry.ring, *token, &mut f);
         }
         n
+    }
+}
+
+/// `epoll_ctl(ep, op, fd)` for EPOLLIN | EPOLLHUP with `token` as the user data.
+fn ctl(ep: i32, op: libc::c_int, fd: i32, token: Token) -> std::io::Result<()> {
+    let mut ev = libc::epoll_event {
+        events: (libc::EPOLLIN | libc::EPOLLHUP) as u32,
+        u64: token.0,
+    };
+    // SAFETY: `ep` is the poller's open epoll fd and `fd` a counter it holds; `ev` is a
+    // valid epoll_event living across the call (ignored for EPOLL_CTL_DEL).
+    let r = unsafe { libc::epoll_ctl(ep, op, fd, &mut ev) };
+    if r < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(())
     }
 }
 
