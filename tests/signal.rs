@@ -240,3 +240,38 @@ fn dropping_a_registration_drains_and_a_reused_fd_starts_clean() {
         drop(c);
     }
 }
+
+#[test]
+fn signals_are_per_overflow_not_per_wakeup_and_need_no_ring() {
+    // Measured on 6.18: the kernel sends the fasync signal on every overflow, whatever
+    // wakeup_events says and whether or not a ring is mapped; breakpoint signals are
+    // delivered before the next user instruction, so none coalesce even at period 1.
+    let _s = serial();
+    let sig = ThreadSignal::install(None, false).unwrap();
+    for (period, wakeup, map_ring, expect) in [
+        (100u64, 10u32, true, 100u64),
+        (100, 1, false, 100),
+        (1, 1, true, 10_000),
+    ] {
+        let c = Counter::builder_for(Event::breakpoint_x(target_addr()))
+            .period(period)
+            .sample(SampleType::IP)
+            .wakeup_events(wakeup)
+            .open()
+            .unwrap();
+        let mut ring = map_ring.then(|| Ring::map(&c, RingSize::Pages(64)).unwrap());
+        let sc = sig.attach(c, Token(1), Handler::Count).unwrap();
+        sc.counter().enable().unwrap();
+        call_target(10_000);
+        sc.counter().disable().unwrap();
+        assert_eq!(
+            sc.notifications(),
+            expect,
+            "period {period} wakeup {wakeup}"
+        );
+        if let Some(r) = ring.as_mut() {
+            r.skip_all();
+            assert_eq!(r.stats().samples, expect);
+        }
+    }
+}
