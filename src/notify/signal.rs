@@ -15,7 +15,7 @@
 //! event's owner; per-thread delivery across a process is [`super::sigtrap`]'s job.
 //!
 //! # Safety
-//! The handler, [`on_signal`], only loads and stores atomics, calls the registered
+//! The handler, `on_signal`, only loads and stores atomics, calls the registered
 //! callback (whose contract is async-signal safety) and the previous handler, and
 //! saves/restores `errno`. Registry slots are never freed while a handler is inside
 //! them (see `registry.rs`). The other unsafe code is `sigaction`, `fcntl`,

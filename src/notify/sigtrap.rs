@@ -14,7 +14,7 @@
 //! previous handler, or, if that was `SIG_DFL`, is re-raised with the default action.
 //!
 //! # Safety
-//! [`on_sigtrap`] only touches atomics, calls the registered callback (async-signal
+//! `on_sigtrap` only touches atomics, calls the registered callback (async-signal
 //! safe by contract), the previous handler, `sigaction` and `raise` (both
 //! async-signal-safe, POSIX), and saves/restores `errno`. Slots outlive every handler
 //! inside them (`registry.rs`).
