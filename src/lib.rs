@@ -7,6 +7,7 @@ pub mod doctor;
 pub mod error;
 pub mod event;
 pub mod launch;
+pub mod notify;
 pub mod records;
 pub mod ring;
 pub mod symbols;
@@ -15,3 +16,6 @@ pub mod sys;
 pub use counter::{Builder, Count, Counter, Group, GroupCounts, ReadFormat, SampleType, Target};
 pub use error::{Error, ErrorKind, Result};
 pub use event::Event;
+pub use notify::{
+    Accounting, Budget, Notification, NotifyKind, Poller, Sigtrap, ThreadSignal, Token,
+};

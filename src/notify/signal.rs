@@ -1,0 +1,645 @@
+//! Overflow notifications as a real-time signal delivered to one chosen thread.
+//!
+//! Set-up per counter (`man 2 fcntl`): `F_SETSIG` with a real-time signal (so `si_fd`
+//! is filled and signals queue rather than merge), `F_SETOWN_EX(F_OWNER_TID, tid)` so
+//! the signal lands on *that* thread (plain `F_SETOWN` lets the kernel pick any), then
+//! `O_ASYNC` last, once the registry knows the fd.
+//!
+//! One process-wide handler per signal number, installed with `SA_SIGINFO` and the
+//! signal itself in `sa_mask` (no re-entry), dispatches on `si_fd` through a fixed-size
+//! lock-free registry. It ignores (and counts as stray) signals with `si_code <= 0`
+//! (sent by `kill`/`tgkill`/`sigqueue`) and fds it does not know, passing those to the
+//! previous handler when chaining was asked for.
+//!
+//! For inherited counters the kernel sends child threads' signals to the *parent*
+//! event's owner; per-thread delivery across a process is [`super::sigtrap`]'s job.
+//!
+//! # Safety
+//! The handler, `on_signal`, only loads and stores atomics, calls the registered
+//! callback (whose contract is async-signal safety) and the previous handler, and
+//! saves/restores `errno`. Registry slots are never freed while a handler is inside
+//! them (see `registry.rs`). The other unsafe code is `sigaction`, `fcntl`,
+//! `pthread_sigmask` and `sigtimedwait` calls with valid arguments, argued in place.
+#![allow(unsafe_code)]
+
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+
+use super::budget::Budget;
+use super::queue::NotifyQueue as Queue;
+use super::registry::Registry;
+use super::siginfo::{interrupted_ip, ErrnoGuard, SigInfo};
+use super::{Accounting, Notification, NotifyKind, Token};
+use crate::counter::Counter;
+use crate::ring::RingStats;
+use crate::{sys, Error, ErrorKind, Result};
+
+pub use super::queue::NotifyQueue;
+
+/// A callback run **in signal context** for each notification, with the user data
+/// given at registration.
+///
+/// It must be async-signal-safe: no allocation, no locks (including `println!`), no
+/// panics; atomics, `write(2)` and pushing to a [`NotifyQueue`] are fine.
+pub type Callback = fn(&Notification, usize);
+
+/// What the handler does with a notification, besides counting it.
+#[derive(Debug, Clone)]
+pub enum Handler {
+    /// Only count it ([`SignalCounter::notifications`]).
+    Count,
+    /// Call `fn(&Notification, data)` in signal context.
+    Callback(Callback, usize),
+    /// Push it to a queue a normal thread pops (heavy work goes there).
+    Queue(Arc<NotifyQueue>),
+}
+
+static REGISTRY: Registry = Registry::new();
+
+const NSIG: usize = 65;
+
+struct SigState {
+    installed: AtomicBool,
+    chain: AtomicBool,
+    /// The previous `sa_sigaction` and `sa_flags`, for chaining.
+    prev_action: AtomicUsize,
+    prev_flags: AtomicI32,
+}
+
+static SIGS: [SigState; NSIG] = [const {
+    SigState {
+        installed: AtomicBool::new(false),
+        chain: AtomicBool::new(false),
+        prev_action: AtomicUsize::new(0),
+        prev_flags: AtomicI32::new(0),
+    }
+}; NSIG];
+
+static INSTALL: Mutex<()> = Mutex::new(());
+
+/// Signal numbers taken by a [`SignalFd`](super::signalfd::SignalFd) (bit per signal).
+static SIGNALFD_CLAIMED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+fn claimed_by_signalfd(signo: i32) -> bool {
+    SIGNALFD_CLAIMED.load(SeqCst) & (1u64 << (signo as u32 % 64)) != 0
+}
+
+/// Takes `signo` (or the highest free real-time signal) for a signalfd: it must have
+/// no handler at all and not be another signalfd's.
+pub(crate) fn claim_for_signalfd(signo: Option<i32>) -> Result<i32> {
+    let _g = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
+    let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+    let free = |s: i32| -> Result<bool> {
+        Ok(current_action(s)?.sa_sigaction == libc::SIG_DFL && !claimed_by_signalfd(s))
+    };
+    let signo = match signo {
+        Some(s) if !(min..=max).contains(&s) => {
+            return Err(Error::new(
+                ErrorKind::Signal,
+                format!("SignalFd::new({s})"),
+                format!("{s} is not a real-time signal ({min}..={max})"),
+            ))
+        }
+        Some(s) if !free(s)? => {
+            return Err(Error::new(
+                ErrorKind::Signal,
+                format!("SignalFd::new({s})"),
+                format!("signal {s} has a handler or another SignalFd"),
+            )
+            .with_fix("pick another signal, or None for a free one"))
+        }
+        Some(s) => s,
+        None => {
+            let mut found = None;
+            for s in (min..=max).rev() {
+                if free(s)? {
+                    found = Some(s);
+                    break;
+                }
+            }
+            found.ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Signal,
+                    "SignalFd::new(None)",
+                    "every real-time signal is taken",
+                )
+            })?
+        }
+    };
+    SIGNALFD_CLAIMED.fetch_or(1u64 << (signo as u32 % 64), SeqCst);
+    Ok(signo)
+}
+
+pub(crate) fn unclaim_for_signalfd(signo: i32) {
+    SIGNALFD_CLAIMED.fetch_and(!(1u64 << (signo as u32 % 64)), SeqCst);
+}
+
+fn queue_push(n: &Notification, data: usize) {
+    // SAFETY: `data` was set from `Arc::as_ptr` of the queue the SignalCounter keeps
+    // alive until its slot is retired, and handlers only run inside a live slot.
+    let q = unsafe { &*(data as *const Queue) };
+    q.push(*n);
+}
+
+/// Calls the previous handler as it was installed (`SA_SIGINFO` or not). Ignores
+/// `SIG_DFL`/`SIG_IGN`.
+///
+/// # Safety
+/// Signal context; `info`/`ctx` as the kernel passed them.
+pub(crate) unsafe fn call_previous(
+    sig: libc::c_int,
+    info: *mut libc::siginfo_t,
+    ctx: *mut libc::c_void,
+    action: usize,
+    flags: i32,
+) {
+    if action == libc::SIG_DFL || action == libc::SIG_IGN {
+        return;
+    }
+    if flags & libc::SA_SIGINFO != 0 {
+        // SAFETY: `action` was read by sigaction(2) from a handler installed with
+        // SA_SIGINFO, so it has this signature.
+        let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+            unsafe { std::mem::transmute(action) };
+        f(sig, info, ctx);
+    } else {
+        // SAFETY: installed without SA_SIGINFO: a plain `void (*)(int)` handler.
+        let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(action) };
+        f(sig);
+    }
+}
+
+/// The process-wide handler for every signal number taken by [`ThreadSignal`].
+extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SIGNAL CONTEXT. May call: atomic loads/stores/RMWs, the registered `Callback`
+    // (async-signal-safe by contract), `NotifyQueue::push` (lock-free, no allocation),
+    // the previous handler. Never allocates, locks, panics or decodes records.
+    let _errno = ErrnoGuard::save();
+    let st = &SIGS[(sig as usize).min(NSIG - 1)];
+    if info.is_null() {
+        return;
+    }
+    // SAFETY: SA_SIGINFO handlers receive a valid siginfo for the call's duration.
+    let si = unsafe { SigInfo::from_ptr(info) };
+    let entered = if si.from_kernel() {
+        REGISTRY.enter(si.fd() as u32 as u64)
+    } else {
+        None
+    };
+    let Some(e) = entered else {
+        REGISTRY.stray.fetch_add(1, SeqCst);
+        if st.chain.load(SeqCst) {
+            // SAFETY: as the kernel passed them; prev_* were read by sigaction(2).
+            unsafe {
+                call_previous(
+                    sig,
+                    info,
+                    ctx,
+                    st.prev_action.load(SeqCst),
+                    st.prev_flags.load(SeqCst),
+                )
+            };
+        }
+        return;
+    };
+    let kind = if si.code() == sys::POLL_HUP as i32 {
+        NotifyKind::Hup
+    } else {
+        NotifyKind::Overflow
+    };
+    e.slot.hits.fetch_add(1, SeqCst);
+    if kind == NotifyKind::Hup {
+        e.slot.hups.fetch_add(1, SeqCst);
+    }
+    let cb = e.slot.callback.load(SeqCst);
+    if cb != 0 {
+        let n = Notification {
+            token: Token(e.slot.token.load(SeqCst)),
+            kind,
+            fd: si.fd(),
+            // SAFETY: `ctx` is the handler's third argument.
+            ip: unsafe { interrupted_ip(ctx) },
+        };
+        // SAFETY: `callback` only ever holds a `Callback` stored by `attach`.
+        let f: Callback = unsafe { std::mem::transmute::<usize, Callback>(cb) };
+        f(&n, e.slot.data.load(SeqCst));
+    }
+}
+
+fn current_action(signo: i32) -> Result<libc::sigaction> {
+    // SAFETY: sigaction with a null new action only writes the current one into `old`.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: `old` is a valid, writable sigaction; a null `act` changes nothing.
+    let r = unsafe { libc::sigaction(signo, std::ptr::null(), &mut old) };
+    if r < 0 {
+        return Err(Error::from_errno(
+            format!("sigaction({signo})"),
+            std::io::Error::last_os_error(),
+        )
+        .with_kind(ErrorKind::Signal));
+    }
+    Ok(old)
+}
+
+fn handler_addr() -> usize {
+    on_signal as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) as usize
+}
+
+/// `sigaction(signo)` with `handler`, `SA_SIGINFO | SA_RESTART | SA_ONSTACK` and the
+/// signal blocked while it runs; returns the previous action.
+pub(crate) fn install_handler(signo: i32, handler: usize) -> Result<libc::sigaction> {
+    // SAFETY: an all-zero sigaction is a valid starting point (empty mask, no flags).
+    let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+    act.sa_sigaction = handler;
+    act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+    // SAFETY: `act.sa_mask` is a valid sigset_t owned by us.
+    unsafe { libc::sigemptyset(&mut act.sa_mask) };
+    // SAFETY: as above; `signo` is validated by the kernel (EINVAL otherwise).
+    unsafe { libc::sigaddset(&mut act.sa_mask, signo) };
+    // SAFETY: zeroed sigaction is valid for the kernel to overwrite.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers are valid sigactions; `handler` is an extern "C" fn with
+    // the SA_SIGINFO signature that lives for the whole program.
+    let r = unsafe { libc::sigaction(signo, &act, &mut old) };
+    if r < 0 {
+        return Err(Error::from_errno(
+            format!("sigaction({signo}, SA_SIGINFO)"),
+            std::io::Error::last_os_error(),
+        )
+        .with_kind(ErrorKind::Signal));
+    }
+    Ok(old)
+}
+
+/// The installed handler of one real-time signal: attach counters to it.
+///
+/// # Examples
+/// ```no_run
+/// use perfring::{Counter, Event, notify::{ThreadSignal, Token, signal::Handler}};
+/// # fn hot() {}
+/// let sig = ThreadSignal::install(None, false)?; // first free SIGRTMIN+k
+/// let counter = Counter::builder_for(Event::breakpoint(perfring::event::Access::Execute, hot as usize as u64, 8))
+///     .period(100)
+///     .wakeup_events(1)
+///     .open()?;
+/// let counter = sig.attach(counter, Token(1), Handler::Count)?; // to this thread
+/// counter.counter().enable()?;
+/// for _ in 0..10_000 { hot() }
+/// counter.counter().disable()?;
+/// println!("{} signals", counter.notifications());
+/// # Ok::<(), perfring::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ThreadSignal {
+    signo: i32,
+}
+
+impl ThreadSignal {
+    /// Installs (once per process and signal; later calls return the same handle) the
+    /// handler for `signo`, or for the first `SIGRTMIN+k` with no handler when `None`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Signal`] when `signo` is not a real-time signal, when it already
+    /// has a handler that is not perfring's and `chain` is false, or when every
+    /// real-time signal is taken.
+    pub fn install(signo: Option<i32>, chain: bool) -> Result<ThreadSignal> {
+        let _g = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
+        let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+        let signo = match signo {
+            Some(s) if (min..=max).contains(&s) => s,
+            Some(s) => return Err(Error::new(
+                ErrorKind::Signal,
+                format!("ThreadSignal::install({s})"),
+                format!("{s} is not a real-time signal ({min}..={max})"),
+            )
+            .with_fix(
+                "pick a signal in SIGRTMIN..=SIGRTMAX: only those queue and carry si_fd reliably",
+            )),
+            None => {
+                let mut found = None;
+                for s in min..=max {
+                    let a = current_action(s)?;
+                    let ours = a.sa_sigaction == handler_addr();
+                    if ours || (a.sa_sigaction == libc::SIG_DFL && !claimed_by_signalfd(s)) {
+                        found = Some(s);
+                        break;
+                    }
+                }
+                found.ok_or_else(|| {
+                    Error::new(
+                        ErrorKind::Signal,
+                        "ThreadSignal::install(None)",
+                        "every real-time signal already has a handler",
+                    )
+                    .with_fix("pass a signal number and chain = true")
+                })?
+            }
+        };
+        if claimed_by_signalfd(signo) {
+            return Err(Error::new(
+                ErrorKind::Signal,
+                format!("ThreadSignal::install({signo})"),
+                format!("signal {signo} is used by a SignalFd"),
+            )
+            .with_fix("pick another signal (None picks a free one)"));
+        }
+        let st = &SIGS[signo as usize];
+        if st.installed.load(SeqCst) {
+            return Ok(ThreadSignal { signo });
+        }
+        let cur = current_action(signo)?;
+        let foreign = cur.sa_sigaction != libc::SIG_DFL
+            && cur.sa_sigaction != libc::SIG_IGN
+            && cur.sa_sigaction != handler_addr();
+        if foreign && !chain {
+            return Err(Error::new(
+                ErrorKind::Signal,
+                format!("ThreadSignal::install({signo})"),
+                format!("signal {signo} already has a handler installed by someone else"),
+            )
+            .with_fix("pick another signal (None picks a free one) or pass chain = true to forward its other signals to that handler"));
+        }
+        st.prev_action.store(cur.sa_sigaction, SeqCst);
+        st.prev_flags.store(cur.sa_flags, SeqCst);
+        st.chain.store(chain && foreign, SeqCst);
+        install_handler(signo, handler_addr())?;
+        st.installed.store(true, SeqCst);
+        Ok(ThreadSignal { signo })
+    }
+
+    /// The signal number.
+    pub fn signo(&self) -> i32 {
+        self.signo
+    }
+
+    /// Signals the handler ignored since start-up, for every signal number: not from
+    /// the kernel (`si_code <= 0`, e.g. `kill`) or for an fd it does not know.
+    pub fn stray() -> u64 {
+        REGISTRY.stray.load(SeqCst)
+    }
+
+    /// Sends `counter`'s overflow signals to the calling thread.
+    pub fn attach(
+        &self,
+        counter: Counter,
+        token: Token,
+        handler: Handler,
+    ) -> Result<SignalCounter> {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        self.attach_to(counter, token, tid, handler)
+    }
+
+    /// Sends `counter`'s overflow signals to thread `tid` of this process.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Busy`] when all registry slots are taken or the fd is already
+    /// registered; an `fcntl` errno ([`ErrorKind::Signal`]) otherwise.
+    pub fn attach_to(
+        &self,
+        counter: Counter,
+        token: Token,
+        tid: libc::pid_t,
+        handler: Handler,
+    ) -> Result<SignalCounter> {
+        let (cb, data, queue) = match handler {
+            Handler::Count => (0, 0, None),
+            Handler::Callback(f, d) => (f as usize, d, None),
+            Handler::Queue(q) => (
+                queue_push as Callback as usize,
+                Arc::as_ptr(&q) as usize,
+                Some(q),
+            ),
+        };
+        let fd = counter.as_raw_fd();
+        let slot = REGISTRY
+            .claim(fd as u32 as u64, token.0, cb, data)
+            .map_err(|()| {
+                Error::new(
+                    ErrorKind::Busy,
+                    format!("ThreadSignal::attach({})", counter.event().name()),
+                    format!("fd {fd} is already registered"),
+                )
+            })?
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Busy,
+                    format!("ThreadSignal::attach({})", counter.event().name()),
+                    format!(
+                        "all {} signal registry slots are in use",
+                        super::registry::SLOTS
+                    ),
+                )
+                .with_fix("drop counters you no longer need")
+            })?;
+        let mut sc = SignalCounter {
+            counter,
+            slot,
+            signo: self.signo,
+            tid,
+            token,
+            _queue: queue,
+            armed: false,
+        };
+        arm_fd(
+            sc.counter.as_raw_fd(),
+            self.signo,
+            tid,
+            sc.counter.event().name(),
+        )?;
+        sc.armed = true;
+        Ok(sc)
+    }
+}
+
+fn fcntl_err(event: &str, what: &str) -> Error {
+    Error::from_errno(
+        format!("fcntl({event}, {what})"),
+        std::io::Error::last_os_error(),
+    )
+    .with_kind(ErrorKind::Signal)
+}
+
+/// `F_SETSIG`, `F_SETOWN_EX(F_OWNER_TID)`, then `O_ASYNC`.
+pub(crate) fn arm_fd(fd: RawFd, signo: i32, tid: libc::pid_t, event: &str) -> Result<()> {
+    // SAFETY: F_SETSIG takes an int; the fd is open (the counter is alive).
+    if unsafe { libc::fcntl(fd, sys::F_SETSIG as i32, signo) } < 0 {
+        return Err(fcntl_err(event, "F_SETSIG"));
+    }
+    let owner = sys::f_owner_ex {
+        type_: sys::F_OWNER_TID as i32,
+        pid: tid,
+    };
+    // SAFETY: F_SETOWN_EX reads one f_owner_ex through the pointer; `owner` outlives it.
+    if unsafe { libc::fcntl(fd, sys::F_SETOWN_EX as i32, &owner) } < 0 {
+        return Err(fcntl_err(event, "F_SETOWN_EX").with_fix(format!(
+            "thread {tid} must be a live thread of this process"
+        )));
+    }
+    // SAFETY: F_GETFL/F_SETFL take and return ints.
+    let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if fl < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, fl | libc::O_ASYNC) } < 0 {
+        return Err(fcntl_err(event, "F_SETFL O_ASYNC"));
+    }
+    Ok(())
+}
+
+/// Clears `O_ASYNC`: the kernel queues no more signals for `fd`.
+pub(crate) fn disarm_fd(fd: RawFd) {
+    // SAFETY: F_GETFL/F_SETFL take and return ints; the fd is open.
+    let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if fl >= 0 {
+        // SAFETY: as above.
+        unsafe { libc::fcntl(fd, libc::F_SETFL, fl & !libc::O_ASYNC) };
+    }
+}
+
+/// Consumes `signo` signals pending for the calling thread, dispatching each through
+/// the handler (for other registrations sharing the signal).
+fn drain_pending(signo: i32) {
+    // SAFETY: zeroed sigset_t values are valid to initialise with sigemptyset.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is ours.
+    unsafe { libc::sigemptyset(&mut set) };
+    // SAFETY: `set` is ours; signo is a valid signal (installed earlier).
+    unsafe { libc::sigaddset(&mut set, signo) };
+    // SAFETY: valid sigsets; blocks only `signo` for this thread.
+    unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) };
+    let zero = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    loop {
+        // SAFETY: zeroed siginfo is valid for the kernel to fill.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: valid set, info and timeout pointers.
+        let r = unsafe { libc::sigtimedwait(&set, &mut info, &zero) };
+        if r != signo {
+            break;
+        }
+        on_signal(signo, &mut info, std::ptr::null_mut());
+    }
+    // SAFETY: restores the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+}
+
+/// A counter whose overflows signal a thread; dropping it stops the signals cleanly.
+///
+/// Teardown order (PITFALLS 12): clear `O_ASYNC` (no new signals), retire the registry
+/// slot and wait for handlers inside it, drain signals still pending on the calling
+/// thread if it is the owner, and only then close the fd. Signals still pending on
+/// *another* owner thread are later ignored as an unknown fd — unless the fd number
+/// was meanwhile reused by a new registration, which then sees one extra notification
+/// (its ring count is unaffected).
+pub struct SignalCounter {
+    counter: Counter,
+    slot: usize,
+    signo: i32,
+    tid: libc::pid_t,
+    token: Token,
+    _queue: Option<Arc<NotifyQueue>>,
+    armed: bool,
+}
+
+impl std::fmt::Debug for SignalCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignalCounter")
+            .field("counter", &self.counter)
+            .field("signo", &self.signo)
+            .field("tid", &self.tid)
+            .field("token", &self.token)
+            .field("notifications", &self.notifications())
+            .finish()
+    }
+}
+
+impl SignalCounter {
+    /// The counter (enable, disable, refresh, map a ring from it).
+    pub fn counter(&self) -> &Counter {
+        &self.counter
+    }
+
+    /// The token it was attached with.
+    pub fn token(&self) -> Token {
+        self.token
+    }
+
+    /// The signal number.
+    pub fn signo(&self) -> i32 {
+        self.signo
+    }
+
+    /// Signals the handler received for this counter (`Hup`s included).
+    pub fn notifications(&self) -> u64 {
+        REGISTRY.slot(self.slot).hits.load(SeqCst)
+    }
+
+    /// `POLL_HUP` signals: the `REFRESH` budget ran out.
+    pub fn hups(&self) -> u64 {
+        REGISTRY.slot(self.slot).hups.load(SeqCst)
+    }
+
+    /// Signal counts plus a ring's totals (count overflows from the ring).
+    pub fn accounting(&self, ring: Option<&RingStats>) -> Accounting {
+        Accounting::new(self.notifications(), self.hups(), ring)
+    }
+
+    /// Gives the counter a new budget; when the budget reopens it (breakpoints), the
+    /// new fd takes over the registration. Returns `true` if the fd changed (map a new
+    /// ring).
+    pub fn rearm(&mut self, budget: &Budget) -> Result<bool> {
+        if !budget.reopens() {
+            budget.arm(&self.counter)?;
+            return Ok(false);
+        }
+        let fresh = budget.builder().open()?;
+        disarm_fd(self.counter.as_raw_fd());
+        REGISTRY.rekey(self.slot, fresh.as_raw_fd() as u32 as u64);
+        arm_fd(
+            fresh.as_raw_fd(),
+            self.signo,
+            self.tid,
+            fresh.event().name(),
+        )?;
+        let old = std::mem::replace(&mut self.counter, fresh);
+        drop(old);
+        budget.arm(&self.counter)?;
+        Ok(true)
+    }
+
+    fn teardown(&mut self) {
+        if !self.armed {
+            return;
+        }
+        self.armed = false;
+        disarm_fd(self.counter.as_raw_fd());
+        REGISTRY.retire(self.slot);
+        // SAFETY: gettid has no preconditions.
+        if unsafe { libc::gettid() } == self.tid {
+            drain_pending(self.signo);
+        }
+    }
+
+    /// Stops the signals and returns the counter.
+    pub fn detach(mut self) -> Counter {
+        self.teardown();
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again; each field is read once.
+        let counter = unsafe { std::ptr::read(&this.counter) };
+        // SAFETY: as above, to drop the queue handle.
+        drop(unsafe { std::ptr::read(&this._queue) });
+        counter
+    }
+}
+
+impl Drop for SignalCounter {
+    fn drop(&mut self) {
+        self.teardown();
+        // Fields drop after this: the queue (no handler can reach it now), then the
+        // counter, closing the fd.
+    }
+}

@@ -1,0 +1,315 @@
+//! Synchronous `SIGTRAP` on overflow, to the thread that overflowed (Linux 5.13).
+//!
+//! A counter built with [`Builder::sigtrap(sig_data)`](crate::Builder::sigtrap) makes
+//! the kernel send `SIGTRAP` with `si_code == TRAP_PERF`, `si_perf_data == sig_data`,
+//! `si_perf_type == attr.type` and `si_addr` (a watchpoint's address) to the
+//! overflowing thread before it runs another user instruction. With `inherit` and
+//! `inherit_thread` one counter opened before spawning covers every thread, and each
+//! thread's overflow interrupts that thread — the only per-thread delivery across a
+//! process with one fd (PITFALLS 6). `remove_on_exec` (set by the builder) keeps an
+//! exec'd program from dying of a signal it never asked for (PITFALLS 7).
+//!
+//! The handler dispatches on `si_perf_data` through a lock-free registry; any other
+//! `SIGTRAP` (`si_code != TRAP_PERF`: a debugger's breakpoint, `kill`) goes to the
+//! previous handler, or, if that was `SIG_DFL`, is re-raised with the default action.
+//!
+//! # Safety
+//! `on_sigtrap` only touches atomics, calls the registered callback (async-signal
+//! safe by contract), the previous handler, `sigaction` and `raise` (both
+//! async-signal-safe, POSIX), and saves/restores `errno`. Slots outlive every handler
+//! inside them (`registry.rs`).
+#![allow(unsafe_code)]
+
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+
+use super::budget::Budget;
+use super::queue::NotifyQueue;
+use super::registry::Registry;
+use super::siginfo::{interrupted_ip, ErrnoGuard, SigInfo};
+use super::signal::{call_previous, install_handler};
+use super::{Accounting, Notification, NotifyKind, Token};
+use crate::counter::Counter;
+use crate::ring::RingStats;
+use crate::{sys, Error, ErrorKind, Result};
+
+/// What a `TRAP_PERF` signal says, plain data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SigtrapInfo {
+    /// `si_perf_data`: the counter's `sig_data`.
+    pub token: Token,
+    /// `si_perf_type`: the counter's `attr.type` (`PERF_TYPE_*`).
+    pub perf_type: u32,
+    /// `si_addr`: for breakpoints, the watched address.
+    pub addr: u64,
+    /// The interrupted instruction pointer (just after the overflowing instruction,
+    /// for a write watchpoint; the breakpointed instruction for an execute one).
+    pub ip: u64,
+    /// `si_perf_flags` (`TRAP_PERF_FLAG_ASYNC` if SIGTRAP was blocked at the time).
+    pub flags: u32,
+}
+
+/// A callback run **in signal context** on the overflowing thread. Async-signal-safe
+/// only: no allocation, locks or panics.
+pub type TrapCallback = fn(&SigtrapInfo, usize);
+
+/// What the SIGTRAP handler does with a `TRAP_PERF`, besides counting it.
+#[derive(Debug, Clone)]
+pub enum TrapHandler {
+    /// Only count it.
+    Count,
+    /// Call `fn(&SigtrapInfo, data)` in signal context.
+    Callback(TrapCallback, usize),
+    /// Push a [`Notification`] (`fd == -1`) to a queue a normal thread pops.
+    Queue(Arc<NotifyQueue>),
+}
+
+static REGISTRY: Registry = Registry::new();
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+static PREV_ACTION: AtomicUsize = AtomicUsize::new(0);
+static PREV_FLAGS: AtomicI32 = AtomicI32::new(0);
+static INSTALL: Mutex<()> = Mutex::new(());
+/// Tag stored in the callback word for [`TrapHandler::Queue`] slots.
+const QUEUE_TAG: usize = 1;
+
+extern "C" fn on_sigtrap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SIGNAL CONTEXT. May call: atomics, the registered `TrapCallback` (async-signal
+    // safe by contract), `NotifyQueue::push`, the previous handler, `sigaction`,
+    // `raise`. Never allocates, locks, panics or decodes records.
+    let _errno = ErrnoGuard::save();
+    if info.is_null() {
+        return;
+    }
+    // SAFETY: SA_SIGINFO handlers receive a valid siginfo for the call's duration.
+    let si = unsafe { SigInfo::from_ptr(info) };
+    if si.code() != sys::TRAP_PERF as i32 {
+        let prev = PREV_ACTION.load(SeqCst);
+        if prev == libc::SIG_DFL {
+            // Someone else's SIGTRAP with nobody to take it: what would have happened
+            // without us. It is delivered once this handler returns (SIGTRAP is masked).
+            // SAFETY: zeroed sigaction = SIG_DFL with an empty mask; sigaction and
+            // raise are async-signal-safe.
+            let dfl: libc::sigaction = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
+            unsafe { libc::sigaction(libc::SIGTRAP, &dfl, std::ptr::null_mut()) };
+            // SAFETY: as above.
+            unsafe { libc::raise(libc::SIGTRAP) };
+        } else {
+            // SAFETY: as the kernel passed them; prev_* came from sigaction(2).
+            unsafe { call_previous(sig, info, ctx, prev, PREV_FLAGS.load(SeqCst)) };
+        }
+        return;
+    }
+    let Some(e) = REGISTRY.enter(si.perf_data()) else {
+        // An unregistered (or just unregistered) counter: ignore, never die of it.
+        REGISTRY.stray.fetch_add(1, SeqCst);
+        return;
+    };
+    e.slot.hits.fetch_add(1, SeqCst);
+    let cb = e.slot.callback.load(SeqCst);
+    if cb == 0 {
+        return;
+    }
+    let t = SigtrapInfo {
+        token: Token(si.perf_data()),
+        perf_type: si.perf_type(),
+        addr: si.addr(),
+        // SAFETY: `ctx` is the handler's third argument.
+        ip: unsafe { interrupted_ip(ctx) },
+        flags: si.perf_flags(),
+    };
+    let data = e.slot.data.load(SeqCst);
+    if cb == QUEUE_TAG {
+        // SAFETY: `data` is `Arc::as_ptr` of the queue the SigtrapCounter keeps alive
+        // until its slot is retired; we are inside the live slot.
+        let q = unsafe { &*(data as *const NotifyQueue) };
+        q.push(Notification {
+            token: t.token,
+            kind: NotifyKind::Overflow,
+            fd: -1,
+            ip: t.ip,
+        });
+    } else {
+        // SAFETY: `callback` only ever holds a `TrapCallback` stored by `attach`.
+        let f: TrapCallback = unsafe { std::mem::transmute::<usize, TrapCallback>(cb) };
+        f(&t, data);
+    }
+}
+
+/// The installed process-wide SIGTRAP handler: attach `sigtrap` counters to it.
+///
+/// # Examples
+/// ```no_run
+/// use perfring::{Counter, Event, notify::{Sigtrap, sigtrap::TrapHandler}};
+/// static X: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+/// let trap = Sigtrap::install()?;
+/// let counter = Counter::builder_for(Event::breakpoint(perfring::event::Access::Write, &X as *const _ as u64, 8))
+///     .period(1)
+///     .sigtrap(42)
+///     .inherit(true)
+///     .inherit_thread(true)
+///     .open()?;
+/// let counter = trap.attach(counter, TrapHandler::Count)?;
+/// counter.counter().enable()?;
+/// X.store(1, std::sync::atomic::Ordering::SeqCst); // SIGTRAP here, on this thread
+/// assert_eq!(counter.notifications(), 1);
+/// # Ok::<(), perfring::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sigtrap(());
+
+impl Sigtrap {
+    /// Installs the SIGTRAP handler once per process (later calls return the handle).
+    /// The previous handler is kept and gets every SIGTRAP that is not `TRAP_PERF`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Signal`] if `sigaction` fails.
+    pub fn install() -> Result<Sigtrap> {
+        let _g = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
+        if !INSTALLED.load(SeqCst) {
+            let addr = on_sigtrap
+                as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void)
+                as usize;
+            // Record the previous action before ours can run.
+            // SAFETY: zeroed sigaction is valid for the kernel to overwrite.
+            let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
+            // SAFETY: null new action: only reads the current one.
+            unsafe { libc::sigaction(libc::SIGTRAP, std::ptr::null(), &mut cur) };
+            PREV_ACTION.store(cur.sa_sigaction, SeqCst);
+            PREV_FLAGS.store(cur.sa_flags, SeqCst);
+            install_handler(libc::SIGTRAP, addr)?;
+            INSTALLED.store(true, SeqCst);
+        }
+        Ok(Sigtrap(()))
+    }
+
+    /// `TRAP_PERF` signals whose `si_perf_data` matched no attached counter.
+    pub fn stray() -> u64 {
+        REGISTRY.stray.load(SeqCst)
+    }
+
+    /// Routes `counter`'s SIGTRAPs (keyed by its `sig_data`) to `handler`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`] if the counter was not built with `.sigtrap(..)`;
+    /// [`ErrorKind::Busy`] if its `sig_data` is taken or the registry is full.
+    pub fn attach(&self, counter: Counter, handler: TrapHandler) -> Result<SigtrapCounter> {
+        let attr = counter.attr();
+        let op = || format!("Sigtrap::attach({})", counter.event().name());
+        if attr.sigtrap() == 0 {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                op(),
+                "the counter was not built with .sigtrap(sig_data)",
+            )
+            .with_fix("build it with Builder::sigtrap(sig_data)"));
+        }
+        let key = attr.sig_data;
+        let (cb, data, queue) = match handler {
+            TrapHandler::Count => (0, 0, None),
+            TrapHandler::Callback(f, d) => (f as usize, d, None),
+            TrapHandler::Queue(q) => (QUEUE_TAG, Arc::as_ptr(&q) as usize, Some(q)),
+        };
+        let slot = REGISTRY
+            .claim(key, key, cb, data)
+            .map_err(|()| {
+                Error::new(
+                    ErrorKind::Busy,
+                    op(),
+                    format!("sig_data {key:#x} is already attached"),
+                )
+                .with_fix("give each sigtrap counter its own sig_data")
+            })?
+            .ok_or_else(|| {
+                Error::new(ErrorKind::Busy, op(), "the sigtrap registry is full")
+                    .with_fix("drop counters you no longer need")
+            })?;
+        Ok(SigtrapCounter {
+            counter,
+            slot,
+            key,
+            _queue: queue,
+            live: true,
+        })
+    }
+}
+
+/// A sigtrap counter attached to the handler. Dropping it disables the counter,
+/// retires its slot (waiting for handlers inside it) and then closes the fd; a SIGTRAP
+/// already on its way is then ignored as stray.
+pub struct SigtrapCounter {
+    counter: Counter,
+    slot: usize,
+    key: u64,
+    _queue: Option<Arc<NotifyQueue>>,
+    live: bool,
+}
+
+impl std::fmt::Debug for SigtrapCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SigtrapCounter")
+            .field("counter", &self.counter)
+            .field("sig_data", &self.key)
+            .field("notifications", &self.notifications())
+            .finish()
+    }
+}
+
+impl SigtrapCounter {
+    /// The counter.
+    pub fn counter(&self) -> &Counter {
+        &self.counter
+    }
+
+    /// Its `sig_data`.
+    pub fn sig_data(&self) -> u64 {
+        self.key
+    }
+
+    /// SIGTRAPs received for it, on every thread.
+    pub fn notifications(&self) -> u64 {
+        REGISTRY.slot(self.slot).hits.load(SeqCst)
+    }
+
+    /// SIGTRAP counts plus a ring's totals.
+    pub fn accounting(&self, ring: Option<&RingStats>) -> Accounting {
+        Accounting::new(self.notifications(), 0, ring)
+    }
+
+    /// Gives the counter a new budget, reopening it when the budget says so (same
+    /// `sig_data`, so the registration stays). Returns `true` if the fd changed.
+    pub fn rearm(&mut self, budget: &Budget) -> Result<bool> {
+        budget.rearm(&mut self.counter)
+    }
+
+    fn teardown(&mut self) {
+        if self.live {
+            self.live = false;
+            let _ = self.counter.disable();
+            REGISTRY.retire(self.slot);
+        }
+    }
+
+    /// Detaches and returns the counter (disabled).
+    pub fn detach(mut self) -> Counter {
+        self.teardown();
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again; each field is read once.
+        let counter = unsafe { std::ptr::read(&this.counter) };
+        // SAFETY: as above, to release the queue handle.
+        drop(unsafe { std::ptr::read(&this._queue) });
+        counter
+    }
+
+    /// The raw fd, for `poll`ing the same counter's ring.
+    pub fn raw_fd(&self) -> i32 {
+        self.counter.as_raw_fd()
+    }
+}
+
+impl Drop for SigtrapCounter {
+    fn drop(&mut self) {
+        self.teardown();
+    }
+}
