@@ -243,3 +243,37 @@ fn poller_rearms_a_spent_breakpoint_by_reopening() {
     poller.drain_all(&mut count);
     assert_eq!(samples, 10, "5, nothing while spent, 5 after re-arming");
 }
+
+/// epoll never says HUP for a spent budget; the poller does, after the n-th sample.
+#[test]
+fn poller_reports_hup_when_a_budget_is_spent_then_rearms() {
+    use perfring::notify::{NotifyKind, Poller};
+    let budget = bp_budget();
+    let counter = budget.open().unwrap();
+    let ring = Ring::map(&counter, RingSize::Pages(16)).unwrap();
+    let mut poller = Poller::new().unwrap();
+    poller.register(Token(3), counter, ring).unwrap();
+    let mut events = Vec::new();
+    let mut hups = Vec::new();
+    let mut round = |poller: &mut Poller| {
+        call_target(10_000);
+        poller
+            .poll_and_drain(&mut events, Some(std::time::Duration::ZERO), |_, _| {})
+            .unwrap();
+        hups.push(events.iter().filter(|e| e.kind == NotifyKind::Hup).count());
+    };
+    poller.arm(Token(3), &budget).unwrap();
+    round(&mut poller);
+    round(&mut poller); // spent: nothing, and no second HUP
+    poller
+        .rearm(Token(3), &budget, RingSize::Pages(16), |_, _| {})
+        .unwrap();
+    round(&mut poller);
+    assert_eq!(hups, vec![1, 0, 1]);
+    let a = poller.accounting(Token(3)).unwrap();
+    assert_eq!(
+        (a.samples, a.hups),
+        (5, 2),
+        "the new ring holds the second 5"
+    );
+}

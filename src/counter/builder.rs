@@ -140,7 +140,10 @@ impl Builder {
         self
     }
 
-    /// Wake a poller (or send the signal) every `n` samples: `wakeup_events`.
+    /// Wake a poller every `n` samples: `wakeup_events`.
+    ///
+    /// Signals (`O_ASYNC`, see [`crate::notify::ThreadSignal`]) are not thinned by this:
+    /// the kernel queues one on every overflow (measured in `tests/signal.rs`).
     pub fn wakeup_events(mut self, n: u32) -> Self {
         self.attr.set_watermark(0);
         self.attr.__bindgen_anon_2.wakeup_events = n;

@@ -9,8 +9,10 @@
 //!
 //! `EPOLLHUP` is reported when the watched task has exited, and then on every poll
 //! (it is a state, not an edge) until the token is deregistered. A `REFRESH` budget running
-//! out is *not* visible to poll (the kernel only puts `POLL_HUP` in the signal); see
-//! [`Budget`](super::Budget), which counts samples against the budget instead.
+//! out is *not* visible to epoll (the kernel only puts `POLL_HUP` in the signal), so a
+//! budget armed through [`Poller::arm`] or [`Poller::rearm`] is counted against the
+//! ring's samples, and [`Poller::poll_and_drain`] reports [`NotifyKind::Hup`] itself
+//! when the last budgeted sample has been drained.
 //!
 //! # Safety
 //! The only unsafe code is the `epoll_*` system calls, each on an fd this module owns.
@@ -30,6 +32,27 @@ struct Entry {
     ring: Ring,
     notifications: u64,
     hups: u64,
+    /// The ring's sample count at which an armed budget is spent; `None` when no budget
+    /// is pending.
+    budget_end: Option<u64>,
+}
+
+impl Entry {
+    /// A `Hup` notification if the armed budget's last sample has been drained (once).
+    fn budget_hup(&mut self, token: Token) -> Option<Notification> {
+        let end = self.budget_end?;
+        if self.ring.stats().samples < end {
+            return None;
+        }
+        self.budget_end = None;
+        self.hups += 1;
+        Some(Notification {
+            token,
+            kind: NotifyKind::Hup,
+            fd: self.counter.as_raw_fd(),
+            ip: 0,
+        })
+    }
 }
 
 /// Waits on many counters at once with `epoll`, mio-style: register with a [`Token`],
@@ -133,6 +156,7 @@ impl Poller {
                 ring,
                 notifications: 0,
                 hups: 0,
+                budget_end: None,
             },
         );
         Ok(())
@@ -173,6 +197,7 @@ impl Poller {
         };
         if !budget.reopens() {
             budget.arm(&entry.counter)?;
+            entry.budget_end = Some(entry.ring.stats().samples + u64::from(budget.n()));
             return Ok(false);
         }
         let fresh = budget.builder().open()?;
@@ -184,7 +209,27 @@ impl Poller {
         budget.arm(&fresh)?;
         entry.counter = fresh;
         entry.ring = ring;
+        entry.budget_end = Some(u64::from(budget.n()));
         Ok(true)
+    }
+
+    /// Arms `token`'s counter with `budget` (`REFRESH(n)`); once `n` samples have been
+    /// drained, [`poll_and_drain`](Self::poll_and_drain) reports a [`NotifyKind::Hup`]
+    /// for it, which epoll alone never would.
+    ///
+    /// # Errors
+    /// As [`Budget::arm`](super::Budget::arm); [`ErrorKind::NotFound`] for an unknown token.
+    pub fn arm(&mut self, token: Token, budget: &super::Budget) -> Result<()> {
+        let Some(entry) = self.entries.get_mut(&token) else {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("Poller::arm({token:?})"),
+                "no such token",
+            ));
+        };
+        budget.arm(&entry.counter)?;
+        entry.budget_end = Some(entry.ring.stats().samples + u64::from(budget.n()));
+        Ok(())
     }
 
     /// The counter registered under `token`.
@@ -296,9 +341,14 @@ impl Poller {
     ) -> Result<u64> {
         self.poll(events, timeout)?;
         let mut n = 0;
-        for ev in events.iter() {
-            if let Some(entry) = self.entries.get_mut(&ev.token) {
-                n += drain_ring(&mut entry.ring, ev.token, &mut f);
+        // Index loop: budget `Hup`s are appended while walking the ready tokens.
+        for i in 0..events.len() {
+            let token = events[i].token;
+            if let Some(entry) = self.entries.get_mut(&token) {
+                n += drain_ring(&mut entry.ring, token, &mut f);
+                if let Some(hup) = entry.budget_hup(token) {
+                    events.push(hup);
+                }
             }
         }
         Ok(n)
