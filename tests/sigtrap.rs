@@ -208,11 +208,14 @@ fn other_sigtraps_go_to_the_previous_handler() {
 #[test]
 fn a_child_that_execs_is_not_killed_by_an_inherited_sigtrap_counter() {
     let (trap, _g) = setup();
-    // page-faults fire in any program; without remove_on_exec the exec'd /bin/true
-    // would take SIGTRAP with the default action and die.
+    // page-faults fire in any program (/bin/true takes ~46); without remove_on_exec the
+    // exec'd program would take SIGTRAP with the default action and die. The period is
+    // above the few faults of std's posix_spawn child before exec: glibc resets handlers
+    // to SIG_DFL there (the child shares the parent's memory), so an overflow in that
+    // window would kill it whatever perfring does (see the Sigtrap docs).
     let counter = Counter::builder("page-faults")
         .unwrap()
-        .period(5)
+        .period(20)
         .sigtrap(0xe8ec)
         .inherit(true)
         .enabled(true)
@@ -223,6 +226,31 @@ fn a_child_that_execs_is_not_killed_by_an_inherited_sigtrap_counter() {
     for _ in 0..20 {
         let status = std::process::Command::new("/bin/true").status().unwrap();
         assert!(status.success(), "{status:?}");
+    }
+    drop(tc);
+}
+
+/// perfring's launcher forks (handlers stay installed in the child), so even an
+/// overflow on every page fault before exec leaves the child alive.
+#[test]
+fn a_child_started_by_launch_survives_overflows_before_and_after_exec() {
+    let (trap, _g) = setup();
+    let counter = Counter::builder("page-faults")
+        .unwrap()
+        .period(1)
+        .sigtrap(0x1a0c)
+        .inherit(true)
+        .enabled(true)
+        .open()
+        .unwrap();
+    let tc = trap.attach(counter, TrapHandler::Count).unwrap();
+    for _ in 0..10 {
+        let mut child = perfring::launch::Command::new("/bin/true")
+            .spawn_stopped()
+            .unwrap()
+            .start()
+            .unwrap();
+        assert!(child.wait().unwrap().success());
     }
     drop(tc);
 }

@@ -44,6 +44,13 @@ impl Slot {
     }
 }
 
+/// Slot indices to try for `key`: its home slot (`key % SLOTS`, so an fd or a small
+/// sig_data maps straight to its own slot) and then every other slot, wrapping.
+fn probe(key: u64) -> impl Iterator<Item = usize> {
+    let home = (key % SLOTS as u64) as usize;
+    (0..SLOTS).map(move |k| (home + k) % SLOTS)
+}
+
 pub(crate) struct Registry {
     slots: [Slot; SLOTS],
     writers: Mutex<()>,
@@ -92,7 +99,9 @@ impl Registry {
         {
             return Err(());
         }
-        for (i, s) in self.slots.iter().enumerate() {
+        // Start at the key's home slot so that `enter` usually finds it first probe.
+        for i in probe(key) {
+            let s = &self.slots[i];
             if s.state.compare_exchange(FREE, BUSY, SeqCst, SeqCst).is_ok() {
                 s.key.store(key, SeqCst);
                 s.token.store(token, SeqCst);
@@ -110,7 +119,8 @@ impl Registry {
     /// Signal context: the live slot for `key`, held until the guard drops.
     /// Async-signal-safe: atomics only, bounded loop.
     pub(crate) fn enter(&self, key: u64) -> Option<Entered<'_>> {
-        for s in &self.slots {
+        for i in probe(key) {
+            let s = &self.slots[i];
             if s.state.load(SeqCst) != LIVE || s.key.load(SeqCst) != key {
                 continue;
             }
