@@ -15,9 +15,11 @@
 //! volatile copies, never through `&perf_event_mmap_page`.
 #![allow(unsafe_code)]
 
+mod reader;
 mod selfmon;
 mod window;
 
+pub use reader::{Batch, RawRecord, Replay};
 pub use selfmon::SelfCount;
 
 use std::mem::offset_of;
@@ -28,7 +30,6 @@ use memmap2::{MmapOptions, MmapRaw};
 
 use crate::counter::diagnose::mmap_error;
 use crate::counter::Counter;
-use crate::records::{Layout, Record};
 use crate::sys;
 use crate::{Error, ErrorKind, Result};
 use window::Window;
@@ -275,14 +276,7 @@ impl Ring {
     /// Starts reading: snapshots `data_head` and yields the records up to it.
     /// When the batch is dropped, `data_tail` moves past the records it yielded.
     pub fn batch(&mut self) -> Batch<'_> {
-        let head = self.head();
-        let tail = self.tail();
-        Batch {
-            ring: self,
-            head,
-            pos: tail,
-            start: tail,
-        }
+        Batch::new(self)
     }
 
     /// Reads and discards everything pending (counting it in the stats).
@@ -296,175 +290,36 @@ impl Ring {
     }
 }
 
-/// The records published when the batch began; see [`Ring::batch`].
-///
-/// Records borrow the batch, so none can outlive the tail update that returns their
-/// space to the kernel: when the batch is dropped, `data_tail` is stored (Release) at
-/// the end of the last record yielded. `std::mem::forget` on a batch leaves the tail
-/// where it was, so the same records are read again.
-pub struct Batch<'r> {
-    ring: &'r mut Ring,
-    head: u64,
-    pos: u64,
-    start: u64,
+/// The data area of a live mapping, as a [`reader::DataArea`] borrowing the mapping.
+#[derive(Clone, Copy)]
+struct MappedArea<'m> {
+    base: *const u8,
+    size: usize,
+    _map: std::marker::PhantomData<&'m MmapRaw>,
 }
 
-impl std::fmt::Debug for Batch<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Batch")
-            .field("head", &self.head)
-            .field("pos", &self.pos)
-            .finish_non_exhaustive()
-    }
-}
-
-/// One record's bytes, header included, exactly `header.size` long and 8-byte aligned.
-#[derive(Debug, Clone, Copy)]
-pub struct RawRecord<'a> {
-    bytes: &'a [u8],
-    wrapped: bool,
-}
-
-impl<'a> RawRecord<'a> {
-    /// The whole record, header first.
-    pub fn bytes(&self) -> &'a [u8] {
-        self.bytes
-    }
-    /// `perf_event_header.type` (`PERF_RECORD_*`).
-    pub fn kind(&self) -> u32 {
-        read_u32(self.bytes, 0)
-    }
-    /// `perf_event_header.misc`.
-    pub fn misc(&self) -> u16 {
-        u16::from_ne_bytes([self.bytes[4], self.bytes[5]])
-    }
-    /// Whether the record wrapped around the data area and was copied.
-    pub fn was_wrapped(&self) -> bool {
-        self.wrapped
-    }
-}
-
-fn read_u32(b: &[u8], at: usize) -> u32 {
-    let mut w = [0u8; 4];
-    w.copy_from_slice(&b[at..at + 4]);
-    u32::from_ne_bytes(w)
-}
-
-fn read_u64(b: &[u8], at: usize) -> Option<u64> {
-    let w: [u8; 8] = b.get(at..at + 8)?.try_into().ok()?;
-    Some(u64::from_ne_bytes(w))
-}
-
-impl Batch<'_> {
-    /// Bytes left in this batch.
-    pub fn remaining(&self) -> u64 {
-        self.head.wrapping_sub(self.pos)
-    }
-
-    /// Gives up on the rest of the batch after malformed data: everything up to the
-    /// head snapshot is skipped, so reading resumes with the kernel's next record.
-    fn resync(&mut self, what: String) -> Error {
-        let skipped = self.remaining();
-        self.ring.stats.skipped_bytes += skipped;
-        self.pos = self.head;
-        Error::new(
-            ErrorKind::Decode,
-            format!("reading the {} ring", self.ring.event),
-            format!("{what}; skipped {skipped} bytes to the head"),
-        )
-        .with_fix("this is a kernel/reader disagreement or memory corruption; records after the head decode normally")
-    }
-
-    /// The next record, or `None` at the head snapshot.
-    ///
-    /// A malformed ring (a header size under 8, not a multiple of 8, larger than the
-    /// data area or past the head; a head behind the tail or more than the data area
-    /// ahead of it) yields one `Err` and reading resumes at the head.
-    #[allow(clippy::should_implement_trait)] // a lending iterator: items borrow the batch
-    pub fn next(&mut self) -> Option<Result<RawRecord<'_>>> {
-        let avail = self.head.wrapping_sub(self.pos);
-        if avail == 0 {
-            return None;
+impl<'m> MappedArea<'m> {
+    fn of(map: &'m MmapRaw, window: Window) -> MappedArea<'m> {
+        // SAFETY: `window.offset() + window.size() <= map.len()` (Window invariant), so
+        // the data area's start is inside the mapping.
+        let base = unsafe { map.as_ptr().add(window.offset()) };
+        MappedArea {
+            base,
+            size: window.size(),
+            _map: std::marker::PhantomData,
         }
-        let size = self.ring.window.size() as u64;
-        if avail > size || avail % 8 != 0 {
-            let (h, t) = (self.head, self.pos);
-            return Some(Err(self.resync(format!(
-                "data_head {h} is not within one data area ({size} bytes) ahead of data_tail {t}"
-            ))));
-        }
-        let at = self.ring.window.index(self.pos);
-        let base = self.ring.window.offset();
-        let until_end = self.ring.window.size() - at;
-        // The header never wraps: records are 8-aligned and the area is a multiple of 8.
-        let ptr = self.ring.map.as_ptr();
-        // SAFETY: `base + at + 8 <= base + size <= map_len` (Window invariants, `at` is
-        // 8-aligned and < size); the 8 bytes are in [tail, head), published by the Acquire
-        // load of data_head and not rewritten until data_tail passes them.
-        let header = unsafe { std::slice::from_raw_parts(ptr.add(base + at), 8) };
-        let rec_size = u64::from(u16::from_ne_bytes([header[6], header[7]]));
-        if rec_size < 8 || rec_size % 8 != 0 || rec_size > avail {
-            return Some(Err(self.resync(format!(
-                "record at {} has size {rec_size} (must be a multiple of 8, at least 8, at most the {avail} published bytes)",
-                self.pos
-            ))));
-        }
-        let len = rec_size as usize;
-        let wrapped = len > until_end;
-        let bytes: &[u8] = if !wrapped {
-            // SAFETY: as for the header: `[base + at, base + at + len)` lies in the data
-            // area (len <= until_end) and within [tail, head).
-            unsafe { std::slice::from_raw_parts(ptr.add(base + at), len) }
-        } else {
-            // SAFETY: the record's two pieces, `[at, size)` and `[0, len - until_end)`,
-            // lie in the data area and within [tail, head) (len <= avail <= size).
-            let (first, second) = unsafe {
-                (
-                    std::slice::from_raw_parts(ptr.add(base + at), until_end),
-                    std::slice::from_raw_parts(ptr.add(base), len - until_end),
-                )
-            };
-            let scratch: &mut [u8] = zerocopy::IntoBytes::as_mut_bytes(&mut self.ring.scratch[..]);
-            scratch[..until_end].copy_from_slice(first);
-            scratch[until_end..len].copy_from_slice(second);
-            self.ring.stats.wrapped += 1;
-            &scratch[..len]
-        };
-        self.pos += rec_size;
-        let stats = &mut self.ring.stats;
-        stats.records += 1;
-        match read_u32(bytes, 0) {
-            sys::PERF_RECORD_SAMPLE => stats.samples += 1,
-            sys::PERF_RECORD_LOST => {
-                stats.lost_events += 1;
-                stats.lost += read_u64(bytes, 16).unwrap_or(0);
-            }
-            sys::PERF_RECORD_LOST_SAMPLES => stats.lost_samples += read_u64(bytes, 8).unwrap_or(0),
-            sys::PERF_RECORD_THROTTLE => stats.throttled += 1,
-            sys::PERF_RECORD_UNTHROTTLE => stats.unthrottled += 1,
-            _ => {}
-        }
-        Some(Ok(RawRecord { bytes, wrapped }))
     }
 }
 
-impl Batch<'_> {
-    /// The next record decoded per `layout` (see [`crate::records`]), borrowing the ring.
-    ///
-    /// A record that does not decode yields an `Err` naming the field and offset; its
-    /// space is consumed and reading continues with the next record.
-    pub fn next_record<'b>(&'b mut self, layout: &'b Layout) -> Option<Result<Record<'b>>> {
-        Some(match self.next()? {
-            Ok(raw) => Record::parse(raw.bytes(), layout).map_err(Error::from),
-            Err(e) => Err(e),
-        })
-    }
-}
-
-impl Drop for Batch<'_> {
-    fn drop(&mut self) {
-        if self.pos != self.start {
-            self.ring.set_tail(self.pos);
-        }
+impl<'m> reader::DataArea<'m> for MappedArea<'m> {
+    fn bytes(self, at: usize, len: usize) -> &'m [u8] {
+        debug_assert!(at + len <= self.size);
+        // SAFETY:
+        // - `[at, at + len)` lies in the data area (the caller's contract, checked in
+        //   debug builds), which lies in the mapping (Window invariant), alive for 'm;
+        // - those bytes are in [tail, head): published before the Acquire load of
+        //   data_head and not rewritten by the kernel until data_tail passes them, which
+        //   only happens when the Batch (and so every record it lent) is gone.
+        unsafe { std::slice::from_raw_parts(self.base.add(at), len) }
     }
 }

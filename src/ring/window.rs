@@ -31,12 +31,6 @@ mod def {
         pub(crate) fn size(self) -> usize {
             self.size
         }
-
-        /// Where a free-running position falls in the data area: always `< size`.
-        pub(crate) fn index(self, position: u64) -> usize {
-            // `size` is a power of two, so masking is the modulo and the result < size.
-            (position & (self.size as u64 - 1)) as usize
-        }
     }
 }
 
@@ -59,7 +53,5 @@ mod tests {
         );
         assert!(Window::new(4, 8192, 1 << 20).is_none(), "misaligned");
         assert!(Window::new(u64::MAX, 8192, 1 << 20).is_none(), "overflow");
-        let w = Window::new(4096, 8192, 4096 + 8192).unwrap();
-        assert_eq!(w.index(8192 * 3 + 17), 17);
     }
 }
