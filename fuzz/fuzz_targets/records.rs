@@ -23,7 +23,10 @@ struct Input {
 }
 
 fn within(input: &[u8], s: &[u8]) {
-    let (a, b) = (input.as_ptr() as usize, input.as_ptr() as usize + input.len());
+    let (a, b) = (
+        input.as_ptr() as usize,
+        input.as_ptr() as usize + input.len(),
+    );
     let (x, y) = (s.as_ptr() as usize, s.as_ptr() as usize + s.len());
     assert!(
         s.is_empty() || (a <= x && y <= b),

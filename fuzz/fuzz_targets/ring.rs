@@ -44,6 +44,10 @@ fuzz_target!(|input: Input| {
     }
     let st = replay.stats();
     let span = head.wrapping_sub(input.tail);
-    assert_eq!(handed_out + st.skipped_bytes, span, "every published byte is accounted for");
+    assert_eq!(
+        handed_out + st.skipped_bytes,
+        span,
+        "every published byte is accounted for"
+    );
     assert_eq!(replay.position(), head);
 });
