@@ -1,5 +1,6 @@
-//! Decoding performs no allocation: a counting global allocator around a warm decode of
-//! 10k records. Its own test binary, so no other test allocates concurrently.
+//! Reading and decoding perform no allocation: a counting global allocator around a
+//! warm decode of 10k records, then around reading a live ring whose records wrap.
+//! Its own test binary with one test, so nothing else allocates concurrently.
 
 use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -91,4 +92,43 @@ fn decoding_10k_records_allocates_nothing() {
     assert_eq!(warm, again);
     assert_eq!(warm.0, 10_000);
     assert_eq!(after - before, 0, "decoding allocated");
+
+    // A live ring: a breakpoint with period 1 into one data page, so 24-byte samples
+    // wrap; read through the ring and decode each record.
+    use perfring::ring::{Ring, RingSize};
+    use perfring::{Counter, Event, SampleType};
+    #[inline(never)]
+    extern "C" fn hit(x: u64) -> u64 {
+        std::hint::black_box(x) + 1
+    }
+    let addr = hit as *const () as u64;
+    let builder =
+        Counter::builder_for(Event::breakpoint(perfring::event::Access::Execute, addr, 8))
+            .period(1)
+            .sample(SampleType::IP | SampleType::TID);
+    let layout = Layout::new(builder.attr()).unwrap();
+    let counter = builder.open().unwrap();
+    let mut ring = Ring::map(&counter, RingSize::Pages(1)).unwrap();
+    counter.enable().unwrap();
+    let mut ips = 0u64;
+    let mut allocs = 0;
+    for round in 0..20 {
+        for i in 0..100 {
+            std::hint::black_box(hit(i));
+        }
+        let before = ALLOCS.load(Ordering::Relaxed);
+        let mut batch = ring.batch();
+        while let Some(rec) = batch.next_record(&layout) {
+            if let RecordKind::Sample(s) = rec.unwrap().kind() {
+                ips += u64::from(s.ip() == Some(addr));
+            }
+        }
+        drop(batch);
+        if round > 0 {
+            allocs += ALLOCS.load(Ordering::Relaxed) - before;
+        }
+    }
+    assert_eq!(ips, 2000);
+    assert!(ring.stats().wrapped > 0, "{:?}", ring.stats());
+    assert_eq!(allocs, 0, "reading the ring allocated");
 }
