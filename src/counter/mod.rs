@@ -1,6 +1,11 @@
 //! The open counter: one perf_event fd, its controls (`ioctl`s) and its reads.
 //!
 //! A [`Counter`] owns its fd and never touches a mapping; [`crate::ring`] maps it.
+//!
+//! # Safety
+//! The unsafe code is `read(2)` into a buffer we own, ioctls whose pointer argument is
+//! a local living across the call, and `getrlimit` into a local (in `diagnose`).
+#![allow(unsafe_code)]
 
 mod builder;
 pub mod diagnose;

@@ -417,8 +417,8 @@ fn apply_sets_only_what_to_count() {
         (0, 1, 1)
     );
     assert_eq!(a.precise_ip(), 2);
-    // SAFETY: reading a plain u64 union member; every bit pattern is valid.
-    assert_eq!(unsafe { a.__bindgen_anon_1.sample_period }, 1234);
+    let period: u64 = zerocopy::transmute!(a.__bindgen_anon_1);
+    assert_eq!(period, 1234);
 
     let a = attr("L1-dcache-load-misses");
     assert_eq!((a.type_, a.config), (sys::PERF_TYPE_HW_CACHE, 0x10000));
@@ -428,14 +428,18 @@ fn apply_sets_only_what_to_count() {
         (a.type_, a.bp_type),
         (sys::PERF_TYPE_BREAKPOINT, sys::HW_BREAKPOINT_W)
     );
-    // SAFETY: plain u64 union members.
-    let (addr, len) = unsafe { (a.__bindgen_anon_3.bp_addr, a.__bindgen_anon_4.bp_len) };
+    let (addr, len): (u64, u64) = (
+        zerocopy::transmute!(a.__bindgen_anon_3),
+        zerocopy::transmute!(a.__bindgen_anon_4),
+    );
     assert_eq!((addr, len), (0x1000, 4));
     assert_eq!(a.exclude_user(), 1);
 
     let a = attr("fake/event=0x3c,ldlat=3,filter=7/:G");
-    // SAFETY: plain u64 union members.
-    let (c1, c2) = unsafe { (a.__bindgen_anon_3.config1, a.__bindgen_anon_4.config2) };
+    let (c1, c2): (u64, u64) = (
+        zerocopy::transmute!(a.__bindgen_anon_3),
+        zerocopy::transmute!(a.__bindgen_anon_4),
+    );
     assert_eq!((a.type_, a.config, c1, c2), (42, 0x3c, 3, 7));
     assert_eq!((a.exclude_host(), a.exclude_guest()), (1, 0));
 
