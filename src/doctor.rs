@@ -19,27 +19,31 @@
 //! ```
 //!
 //! # Side effects
-//! The `signal` and `sigtrap` probes install process-wide signal handlers for the
-//! duration of the probe (a real-time signal and `SIGTRAP`) and restore the previous
-//! dispositions afterwards; they refuse to run if a foreign handler is installed. Run
-//! the doctor before installing handlers of your own, or from a separate process (as
-//! `perfring doctor` does).
-//!
-//! # Safety
-//! The unsafe code here is confined to the two signal probes ([`probe_signal`],
-//! [`probe_sigtrap`]): `sigaction`, `fcntl`, `pthread_sigmask` and `sigtimedwait` with
-//! valid, initialised arguments, and handlers that only do atomic stores.
-#![allow(unsafe_code)]
+//! The `signal` and `sigtrap` probes use [`crate::notify`]: they install perfring's
+//! overflow-signal handler (on the first free `SIGRTMIN+k`, or the one perfring already
+//! uses) and its `SIGTRAP` handler. Both are installed once per process and stay
+//! installed; a program that installed them itself gets the same handlers back, and
+//! the probes only add and then remove registrations of their own (fresh fds, and
+//! `sig_data` values no program would pick), so its registrations keep working.
+//! `ThreadSignal` never takes a real-time signal that has a foreign handler; `Sigtrap`
+//! keeps a foreign `SIGTRAP` handler and passes it every `SIGTRAP` that is not
+//! `TRAP_PERF`. A `SIGTRAP` handler installed *after* perfring's replaces it, and
+//! the `sigtrap` probe then fails (or the foreign handler sees its `TRAP_PERF`s): run
+//! the doctor from a separate process (as `perfring doctor` does) in such a program.
+#![deny(unsafe_code)]
 
 use std::ffi::CString;
 use std::hint::black_box;
-use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use crate::counter::diagnose::paranoid_level;
 use crate::event::Access;
+use crate::notify::signal::Handler;
+use crate::notify::sigtrap::TrapHandler;
+use crate::notify::{Sigtrap, SigtrapInfo, ThreadSignal, Token};
 use crate::ring::{Ring, RingSize};
 use crate::{sys, Builder, Counter, Error, ErrorKind, Event, SampleType};
 
@@ -582,175 +586,33 @@ fn probe_rdpmc() -> Check {
 }
 
 // ---------------------------------------------------------------------------------
-// Signals. These two probes are raw libc on purpose, until perfring's notify module
-// (F_SETOWN_EX + F_SETSIG, SIGTRAP) can be used instead.
+// Signals, through perfring's notify module: the handlers are perfring's own,
+// installed once per process and shared with any registrations the host program has.
 
-/// `<asm-generic/fcntl.h>`: not exported by the libc crate for glibc targets.
-const F_SETSIG: libc::c_int = 10;
-/// `<asm-generic/fcntl.h>`.
-const F_SETOWN_EX: libc::c_int = 15;
-/// `<asm-generic/fcntl.h>`: `f_owner_ex.type` for one thread.
-const F_OWNER_TID: libc::c_int = 0;
+/// Tokens and `sig_data` values the signal probes register with: a fixed tag plus a
+/// per-run sequence number, so that neither a host program's registrations nor a
+/// concurrent doctor run on another thread can collide with them.
+const PROBE_TAG: u64 = 0x7066_7264_0000_0000; // "pfrd" in the top half
+static PROBE_SEQ: AtomicU64 = AtomicU64::new(1);
 
-/// `struct f_owner_ex` from `<asm-generic/fcntl.h>`.
-#[repr(C)]
-struct FOwnerEx {
-    type_: libc::c_int,
-    pid: libc::pid_t,
+fn probe_key() -> u64 {
+    PROBE_TAG | (PROBE_SEQ.fetch_add(1, Ordering::Relaxed) & 0xffff_ffff)
 }
 
-/// Byte offset of `si_fd` (SIGPOLL) and of `si_perf_data` (TRAP_PERF) in `siginfo_t`
-/// on 64-bit Linux: after `si_signo`, `si_errno`, `si_code` and padding, the union starts
-/// at 16; `si_band` (long) puts `si_fd` at 24, `si_addr` (pointer) puts `_perf._data` at 24.
-#[cfg(target_pointer_width = "64")]
-const SI_UNION_WORD2: usize = 24;
-
-static SIGNAL_FD: AtomicI32 = AtomicI32::new(-1);
-static SIGNAL_HITS: AtomicU64 = AtomicU64::new(0);
-static SIGNAL_STRAY: AtomicU64 = AtomicU64::new(0);
-static SIGTRAP_DATA: AtomicU64 = AtomicU64::new(0);
-static SIGTRAP_HITS: AtomicU64 = AtomicU64::new(0);
-static SIGTRAP_STRAY: AtomicU64 = AtomicU64::new(0);
-
-/// Reads the second word of the siginfo union as a `T` (see [`SI_UNION_WORD2`]).
-///
-/// # Safety
-/// `info` must point to a kernel-filled `siginfo_t` (at least 128 bytes).
-#[cfg(target_pointer_width = "64")]
-unsafe fn siginfo_word2<T: Copy>(info: *const libc::siginfo_t) -> T {
-    // SAFETY: siginfo_t is 128 bytes; offset 24 plus size_of::<T>() (4 or 8) is within
-    // it, and read_unaligned has no alignment requirement.
-    unsafe {
-        info.cast::<u8>()
-            .add(SI_UNION_WORD2)
-            .cast::<T>()
-            .read_unaligned()
-    }
-}
-
-extern "C" fn on_overflow_signal(
-    _sig: libc::c_int,
-    info: *mut libc::siginfo_t,
-    _: *mut libc::c_void,
-) {
-    // Async-signal context: only loads and stores of atomics, no allocation, no locks.
-    // SAFETY: SA_SIGINFO handlers receive a valid siginfo_t.
-    let code = unsafe { (*info).si_code };
-    // SAFETY: as above; for a kernel-sent SIGPOLL-style signal the word is si_fd.
-    let fd: libc::c_int = unsafe { siginfo_word2(info) };
-    if code > 0 && fd == SIGNAL_FD.load(Ordering::Relaxed) {
-        SIGNAL_HITS.fetch_add(1, Ordering::Relaxed);
-    } else {
-        SIGNAL_STRAY.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-extern "C" fn on_sigtrap(_sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
-    // Async-signal context: only loads and stores of atomics, no allocation, no locks.
-    // SAFETY: SA_SIGINFO handlers receive a valid siginfo_t.
-    let code = unsafe { (*info).si_code };
-    // SAFETY: as above; for TRAP_PERF the word is si_perf_data.
-    let data: u64 = unsafe { siginfo_word2(info) };
-    if code == libc::TRAP_PERF && data == SIGTRAP_DATA.load(Ordering::Relaxed) {
-        SIGTRAP_HITS.fetch_add(1, Ordering::Relaxed);
-    } else {
-        SIGTRAP_STRAY.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// Installs `handler` for `sig` for the lifetime of the guard, if nobody else handles it.
-struct HandlerGuard {
-    sig: libc::c_int,
-    old: libc::sigaction,
-}
-
-impl HandlerGuard {
-    fn install(
-        sig: libc::c_int,
-        handler: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void),
-    ) -> Result<HandlerGuard, String> {
-        // SAFETY: sigaction is plain data; all-zero is a valid (empty) value.
-        let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
-        // SAFETY: a null new action only queries; `old` is valid for writes.
-        if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } != 0 {
-            return Err(format!(
-                "sigaction({sig}): {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN {
-            return Err(format!(
-                "signal {sig} already has a handler; not taking it over"
-            ));
-        }
-        // SAFETY: as above, all-zero is valid.
-        let mut new: libc::sigaction = unsafe { std::mem::zeroed() };
-        new.sa_sigaction = handler as usize;
-        new.sa_flags = libc::SA_SIGINFO;
-        // SAFETY: `new.sa_mask` is a valid sigset_t to fill. Blocking the signal in its own
-        // handler keeps the handler from nesting.
-        unsafe { libc::sigemptyset(&mut new.sa_mask) };
-        // SAFETY: as above.
-        unsafe { libc::sigaddset(&mut new.sa_mask, sig) };
-        // SAFETY: `new` is a fully initialised action whose handler only touches atomics.
-        if unsafe { libc::sigaction(sig, &new, std::ptr::null_mut()) } != 0 {
-            return Err(format!(
-                "sigaction({sig}): {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        Ok(HandlerGuard { sig, old })
-    }
-}
-
-impl Drop for HandlerGuard {
-    /// Discards any still-pending instance of the signal, then restores the old action,
-    /// so a late signal can never meet the default action (which would kill the process).
-    fn drop(&mut self) {
-        // SAFETY: sigset_t is plain data; sigemptyset initialises it.
-        let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `set` is valid for writes.
-        unsafe { libc::sigemptyset(&mut set) };
-        // SAFETY: as above.
-        unsafe { libc::sigaddset(&mut set, self.sig) };
-        // SAFETY: sigset_t is plain data.
-        let mut prev: libc::sigset_t = unsafe { std::mem::zeroed() };
-        // SAFETY: `set` is initialised and `prev` valid for writes.
-        unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut prev) };
-        let zero = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `set` and `zero` are initialised; a null siginfo pointer is allowed.
-        while unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &zero) } > 0 {}
-        // SAFETY: `self.old` came from sigaction, so it is a valid action to reinstall.
-        unsafe { libc::sigaction(self.sig, &self.old, std::ptr::null_mut()) };
-        // SAFETY: `prev` was filled by pthread_sigmask above.
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &prev, std::ptr::null_mut()) };
-    }
-}
-
-/// The calling thread's id.
-fn gettid() -> libc::pid_t {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::gettid() }
-}
-
-/// Overflow signals: `O_ASYNC` + `F_SETSIG` (a real-time signal) + `F_SETOWN_EX` to this
-/// thread, on a period-1 breakpoint; counts signals whose `si_fd` is the counter's.
+/// Overflow signals: a period-1 breakpoint attached to [`ThreadSignal`] (the first
+/// free or already-perfring `SIGRTMIN+k`, sent to this thread with `F_SETOWN_EX`);
+/// counts the signals the handler matched to the counter's fd.
 pub fn probe_signal() -> Check {
-    #[cfg(not(target_pointer_width = "64"))]
-    return Check::fail("the signal probe reads siginfo_t with the 64-bit layout only");
-    #[cfg(target_pointer_width = "64")]
     run_probe(|| {
-        let sig = libc::SIGRTMIN() + 4;
-        SIGNAL_HITS.store(0, Ordering::Relaxed);
-        SIGNAL_STRAY.store(0, Ordering::Relaxed);
-        // The guard is created first so that it is dropped last, on every path: the
-        // counter's fd is closed before the old disposition comes back.
-        let guard = match HandlerGuard::install(sig, on_overflow_signal) {
-            Ok(g) => g,
-            Err(why) => return Ok(Check::fail(why)),
+        // Never chain (`false`): with `None` the handler only takes a free signal or
+        // one perfring already owns, so a host program's handlers are left alone.
+        let sig = match ThreadSignal::install(None, false) {
+            Ok(s) => s,
+            Err(e) => {
+                return Ok(Check::fail(format!(
+                    "could not install perfring's overflow-signal handler: {e}"
+                )))
+            }
         };
         let counter = user_only(Event::breakpoint(
             Access::Execute,
@@ -760,51 +622,16 @@ pub fn probe_signal() -> Check {
         .period(1)
         .wakeup_events(1)
         .open()?;
-        let fd = counter.as_raw_fd();
-        SIGNAL_FD.store(fd, Ordering::Relaxed);
-        let owner = FOwnerEx {
-            type_: F_OWNER_TID,
-            pid: gettid(),
-        };
-        let fcntl_err = |what: &str| {
-            Error::from_errno(
-                format!("fcntl({fd}, {what})"),
-                std::io::Error::last_os_error(),
-            )
-            .with_kind(ErrorKind::Signal)
-        };
-        // SAFETY: F_SETOWN_EX reads one f_owner_ex through the pointer; `owner` outlives it.
-        if unsafe { libc::fcntl(fd, F_SETOWN_EX, &owner as *const FOwnerEx) } != 0 {
-            return Err(fcntl_err("F_SETOWN_EX"));
-        }
-        // SAFETY: F_SETSIG takes an integer signal number.
-        if unsafe { libc::fcntl(fd, F_SETSIG, sig) } != 0 {
-            return Err(fcntl_err("F_SETSIG"));
-        }
-        // SAFETY: F_GETFL/F_SETFL take and return integer flags.
-        let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-        // SAFETY: as above.
-        if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_ASYNC) } != 0 {
-            return Err(fcntl_err("F_SETFL O_ASYNC"));
-        }
-        counter.enable()?;
+        let counter = sig.attach(counter, Token(probe_key()), Handler::Count)?;
+        counter.counter().enable()?;
         call_n(target_signal, N);
-        counter.disable()?;
-        drop(counter);
-        drop(guard);
-        SIGNAL_FD.store(-1, Ordering::Relaxed);
-        let (hits, stray) = (
-            SIGNAL_HITS.load(Ordering::Relaxed),
-            SIGNAL_STRAY.load(Ordering::Relaxed),
-        );
-        let detail = format!(
-            "{N} overflows, {hits} signals (SIGRTMIN+4) with si_fd {fd} on this thread{}",
-            if stray > 0 {
-                format!(", {stray} stray")
-            } else {
-                String::new()
-            }
-        );
+        counter.counter().disable()?;
+        // Signals to this thread are delivered before the disabling system call returns.
+        let hits = counter.notifications();
+        let k = counter.signo() - libc::SIGRTMIN();
+        // Detaching clears O_ASYNC and frees the registry slot before the fd closes.
+        drop(counter.detach());
+        let detail = format!("{N} overflows, {hits} signals (SIGRTMIN+{k}) on this thread");
         Ok(if hits > 0 && hits <= N {
             Check::pass(detail)
         } else {
@@ -813,46 +640,79 @@ pub fn probe_signal() -> Check {
     })
 }
 
+/// Hits of [`probe_sigtrap`]'s callback whose `si_perf_data` was the expected one, and
+/// those whose was not. One sigtrap probe runs at a time ([`SIGTRAP_PROBE`]).
+static SIGTRAP_MATCHED: AtomicU64 = AtomicU64::new(0);
+static SIGTRAP_MISMATCHED: AtomicU64 = AtomicU64::new(0);
+static SIGTRAP_PROBE: Mutex<()> = Mutex::new(());
+
+/// Signal context: atomics only. `want` is the counter's `sig_data`.
+fn on_probe_sigtrap(info: &SigtrapInfo, want: usize) {
+    if info.token.0 == want as u64 && info.perf_type == sys::PERF_TYPE_BREAKPOINT {
+        SIGTRAP_MATCHED.fetch_add(1, Ordering::Relaxed);
+    } else {
+        SIGTRAP_MISMATCHED.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// Synchronous `SIGTRAP` (`sigtrap`, `TRAP_PERF`, `si_perf_data`) on a period-1
-/// breakpoint: one signal per overflow, exactly.
+/// breakpoint: one signal per overflow, exactly, each carrying the counter's `sig_data`.
+///
+/// [`Sigtrap::install`] keeps any previous SIGTRAP handler and passes it every SIGTRAP
+/// that is not `TRAP_PERF`, so a debugger's or the host program's handler keeps working.
 pub fn probe_sigtrap() -> Check {
-    #[cfg(not(target_pointer_width = "64"))]
-    return Check::fail("the sigtrap probe reads siginfo_t with the 64-bit layout only");
-    #[cfg(target_pointer_width = "64")]
     run_probe(|| {
-        const DATA: u64 = 0x5157_7241_9e37_79b9;
-        SIGTRAP_DATA.store(DATA, Ordering::Relaxed);
-        SIGTRAP_HITS.store(0, Ordering::Relaxed);
-        SIGTRAP_STRAY.store(0, Ordering::Relaxed);
-        let guard = match HandlerGuard::install(libc::SIGTRAP, on_sigtrap) {
-            Ok(g) => g,
-            Err(why) => return Ok(Check::fail(why)),
+        let _one_at_a_time = SIGTRAP_PROBE.lock().unwrap_or_else(|p| p.into_inner());
+        let trap = match Sigtrap::install() {
+            Ok(t) => t,
+            Err(e) => {
+                return Ok(Check::fail(format!(
+                    "could not install perfring's SIGTRAP handler: {e}"
+                )))
+            }
         };
+        // The callback receives sig_data as a usize: keep it within one.
+        let data = probe_key() & usize::MAX as u64;
+        SIGTRAP_MATCHED.store(0, Ordering::Relaxed);
+        SIGTRAP_MISMATCHED.store(0, Ordering::Relaxed);
         let counter = user_only(Event::breakpoint(
             Access::Execute,
             addr_of_fn(target_sigtrap),
             8,
         ))
         .period(1)
-        .sigtrap(DATA)
+        .sigtrap(data)
         .open()?;
-        counter.enable()?;
+        let counter = trap.attach(
+            counter,
+            TrapHandler::Callback(on_probe_sigtrap, data as usize),
+        )?;
+        counter.counter().enable()?;
         call_n(target_sigtrap, N);
-        counter.disable()?;
-        drop(counter);
-        drop(guard);
-        let (hits, stray) = (
-            SIGTRAP_HITS.load(Ordering::Relaxed),
-            SIGTRAP_STRAY.load(Ordering::Relaxed),
+        counter.counter().disable()?;
+        let delivered = counter.notifications();
+        // Detaching frees the sig_data's registry slot (waiting for any handler in it).
+        drop(counter.detach());
+        let (matched, mismatched) = (
+            SIGTRAP_MATCHED.load(Ordering::Relaxed),
+            SIGTRAP_MISMATCHED.load(Ordering::Relaxed),
         );
         let mut check = exact(
             &format!("{N} overflows, SIGTRAPs with TRAP_PERF and si_perf_data"),
-            hits,
+            matched,
             N,
         );
-        if stray > 0 {
+        if mismatched > 0 {
             check.ok = false;
-            check.detail.push_str(&format!(", {stray} stray"));
+            check.detail.push_str(&format!(
+                ", {mismatched} with the wrong si_perf_data or si_perf_type"
+            ));
+        }
+        if delivered != matched + mismatched {
+            check.ok = false;
+            check.detail.push_str(&format!(
+                ", but the handler counted {delivered} (a perfring bug)"
+            ));
         }
         Ok(check)
     })

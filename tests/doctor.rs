@@ -128,9 +128,12 @@ fn library_runs_single_probes() {
     assert_eq!(perfring::doctor::run_check("no-such-probe"), None);
     let c = perfring::doctor::run_check("breakpoint_x").unwrap();
     assert!(c.ok, "{}", c.detail);
-    // The signal probes restore the previous dispositions: running one twice works.
+    // The signal probes reuse perfring's once-per-process handlers and remove their
+    // registrations when done: running each twice works.
     for _ in 0..2 {
-        let c = perfring::doctor::run_check("sigtrap").unwrap();
-        assert!(c.ok, "{}", c.detail);
+        for name in ["sigtrap", "signal"] {
+            let c = perfring::doctor::run_check(name).unwrap();
+            assert!(c.ok, "{name}: {}", c.detail);
+        }
     }
 }
