@@ -28,14 +28,15 @@
 //! ```
 //!
 //! # How readiness is handled
-//! Three layers of readiness are involved, and only the outermost one is level-triggered
-//! in the way tokio expects:
+//! Three layers of readiness are involved, and only tokio's cached one (the last) stays
+//! set until it is told otherwise:
 //! - a perf fd's readiness is **consumed by polling it** (`perf_poll` swaps the pending
 //!   mask for zero), except `EPOLLHUP`, which stays once the watched task has exited;
 //! - the poller's epoll fd is readable while its ready list holds something, but tokio's
 //!   own `epoll_wait` finds that out by polling the perf fds through it, which consumes
 //!   their readiness: our `epoll_wait` that follows usually returns nothing although
-//!   the rings hold new records;
+//!   the rings hold new records (measured on Linux 6.18 with `tests/tokio.rs`: 400 of
+//!   404 passes got no epoll event, the 4 others an `EPOLLHUP`);
 //! - tokio keeps the `AsyncFd` readable until we call
 //!   [`clear_ready`](::tokio::io::unix::AsyncFdReadyMutGuard::clear_ready), and a
 //!   wake-up that arrives after the readiness was observed is not lost by clearing it
