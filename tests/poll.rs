@@ -189,3 +189,36 @@ fn many_counters_are_told_apart_by_token() {
     drop(c);
     assert!(poller.counter(Token(2)).is_none());
 }
+
+#[test]
+fn poll_and_drain_all_finds_records_whose_readiness_was_consumed() {
+    // As when an event loop's epoll has polled the perf fd through ours first.
+    let counter = bp_counter(100).wakeup_events(1).open().unwrap();
+    let ring = Ring::map(&counter, RingSize::Pages(16)).unwrap();
+    let mut poller = Poller::new().unwrap();
+    poller.register(Token(4), counter, ring).unwrap();
+    poller.counter(Token(4)).unwrap().enable().unwrap();
+    call_target(10_000);
+    let mut events = Vec::new();
+    poller.poll(&mut events, Some(Duration::ZERO)).unwrap();
+    assert_eq!(events.len(), 1, "readiness consumed here, ring left full");
+    let mut samples = 0;
+    let n = poller
+        .poll_and_drain_all(&mut events, |_, rec| {
+            samples += u64::from(rec.kind() == sys::PERF_RECORD_SAMPLE)
+        })
+        .unwrap();
+    assert_eq!((n, samples), (100, 100));
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        (events[0].token, events[0].kind),
+        (Token(4), NotifyKind::Overflow)
+    );
+    assert_eq!(poller.accounting(Token(4)).unwrap().notifications, 2);
+    // Nothing left: nothing reported.
+    assert_eq!(
+        poller.poll_and_drain_all(&mut events, |_, _| {}).unwrap(),
+        0
+    );
+    assert!(events.is_empty());
+}

@@ -13,6 +13,9 @@
 //!
 //! Budgets (`PERF_EVENT_IOC_REFRESH`) live in [`budget`]: `N` overflows, then `POLL_HUP`
 //! and the counter disables itself.
+//!
+//! With the cargo feature `tokio`, `tokio::AsyncPoller` drives a [`Poller`] from a
+//! tokio runtime, as a `Stream` of notifications.
 
 pub mod budget;
 pub mod poll;
@@ -22,6 +25,8 @@ pub mod siginfo;
 pub mod signal;
 pub mod signalfd;
 pub mod sigtrap;
+#[cfg(feature = "tokio")]
+pub mod tokio;
 
 pub use budget::{Budget, Rearm};
 pub use poll::Poller;

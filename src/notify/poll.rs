@@ -14,12 +14,20 @@
 //! ring's samples, and [`Poller::poll_and_drain`] reports [`NotifyKind::Hup`] itself
 //! when the last budgeted sample has been drained.
 //!
+//! # Inside an event loop
+//! The poller's own epoll fd ([`AsFd`] / [`AsRawFd`]) is readable while some registered
+//! fd is ready, so an event loop can watch the whole poller with one registration. But
+//! the outer `epoll_wait` learns that by polling the perf fds through the inner epoll,
+//! and that poll consumes their readiness as above: the inner `epoll_wait` that
+//! follows usually finds nothing. [`Poller::poll_and_drain_all`] is made for that case:
+//! it drains every ring, reported or not, and reports the tokens that had records.
+//!
 //! # Safety
 //! The only unsafe code is the `epoll_*` system calls, each on an fd this module owns.
 #![allow(unsafe_code)]
 
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use super::{Accounting, Notification, NotifyKind, Token};
@@ -35,6 +43,8 @@ struct Entry {
     /// The ring's sample count at which an armed budget is spent; `None` when no budget
     /// is pending.
     budget_end: Option<u64>,
+    /// Whether [`Poller::poll_and_drain_all`] has reported the task's exit (`EPOLLHUP`).
+    exit_reported: bool,
 }
 
 impl Entry {
@@ -157,6 +167,7 @@ impl Poller {
                 notifications: 0,
                 hups: 0,
                 budget_end: None,
+                exit_reported: false,
             },
         );
         Ok(())
@@ -210,6 +221,7 @@ impl Poller {
         entry.counter = fresh;
         entry.ring = ring;
         entry.budget_end = Some(u64::from(budget.n()));
+        entry.exit_reported = false;
         Ok(true)
     }
 
@@ -268,6 +280,18 @@ impl Poller {
         timeout: Option<Duration>,
     ) -> Result<usize> {
         events.clear();
+        self.wait(timeout)?;
+        for i in 0..self.buf.len() {
+            let ev = self.buf[i];
+            if let Some(n) = self.notification(Token(ev.u64), ev.events) {
+                events.push(n);
+            }
+        }
+        Ok(events.len())
+    }
+
+    /// `epoll_wait` into `self.buf`; `EINTR` leaves it empty.
+    fn wait(&mut self, timeout: Option<Duration>) -> Result<()> {
         let ms = match timeout {
             None => -1,
             // Round up so that a 100 µs timeout waits rather than spins.
@@ -292,32 +316,32 @@ impl Poller {
         if n < 0 {
             let err = std::io::Error::last_os_error();
             if err.raw_os_error() == Some(libc::EINTR) {
-                return Ok(0);
+                return Ok(());
             }
             return Err(epoll_error("epoll_wait", err));
         }
         // SAFETY: the kernel initialised the first `n <= cap` entries.
         unsafe { self.buf.set_len(n as usize) };
-        for ev in &self.buf {
-            let token = Token(ev.u64);
-            let Some(entry) = self.entries.get_mut(&token) else {
-                continue;
-            };
-            let hup = ev.events & (libc::EPOLLHUP as u32) != 0;
-            entry.notifications += 1;
-            entry.hups += u64::from(hup);
-            events.push(Notification {
-                token,
-                kind: if hup {
-                    NotifyKind::Hup
-                } else {
-                    NotifyKind::Overflow
-                },
-                fd: entry.counter.as_raw_fd(),
-                ip: 0,
-            });
-        }
-        Ok(events.len())
+        Ok(())
+    }
+
+    /// Counts one epoll event for `token` and turns it into a [`Notification`]
+    /// (`None` for a token no longer registered).
+    fn notification(&mut self, token: Token, epoll_events: u32) -> Option<Notification> {
+        let entry = self.entries.get_mut(&token)?;
+        let hup = epoll_events & (libc::EPOLLHUP as u32) != 0;
+        entry.notifications += 1;
+        entry.hups += u64::from(hup);
+        Some(Notification {
+            token,
+            kind: if hup {
+                NotifyKind::Hup
+            } else {
+                NotifyKind::Overflow
+            },
+            fd: entry.counter.as_raw_fd(),
+            ip: 0,
+        })
     }
 
     /// Reads `token`'s ring until `data_head == data_tail`, handing each record to `f`,
@@ -354,6 +378,64 @@ impl Poller {
         Ok(n)
     }
 
+    /// [`poll`](Self::poll) without waiting, then drains **every** ring, whether
+    /// epoll reported it or not: for a poller whose own fd is watched by another epoll
+    /// (an event loop such as tokio's), where the outer `epoll_wait` has usually already
+    /// consumed the perf readiness (see the [module docs](self)).
+    ///
+    /// Clears `events` and fills it with, per token:
+    /// - the `Overflow` epoll reported, or else one `Overflow` if its ring had records
+    ///   (counted in [`Accounting::notifications`] like a wake-up);
+    /// - `Hup` when the watched task has exited, **once** per token (where
+    ///   [`poll`](Self::poll) repeats it on every call);
+    /// - `Hup` when an armed budget's last sample has been drained, as
+    ///   [`poll_and_drain`](Self::poll_and_drain) does.
+    ///
+    /// Returns the number of records read. Nothing in `events` and `Ok(0)` means that
+    /// there was nothing to do.
+    ///
+    /// # Errors
+    /// As [`poll`](Self::poll).
+    pub fn poll_and_drain_all(
+        &mut self,
+        events: &mut Vec<Notification>,
+        mut f: impl FnMut(Token, RawRecord<'_>),
+    ) -> Result<u64> {
+        events.clear();
+        self.wait(Some(Duration::ZERO))?;
+        for i in 0..self.buf.len() {
+            let ev = self.buf[i];
+            let token = Token(ev.u64);
+            let hup = ev.events & (libc::EPOLLHUP as u32) != 0;
+            match self.entries.get_mut(&token) {
+                Some(e) if hup && e.exit_reported => continue,
+                Some(e) if hup => e.exit_reported = true,
+                _ => {}
+            }
+            if let Some(n) = self.notification(token, ev.events) {
+                events.push(n);
+            }
+        }
+        let mut n = 0;
+        for (&token, entry) in self.entries.iter_mut() {
+            let read = drain_ring(&mut entry.ring, token, &mut f);
+            n += read;
+            if read > 0 && !events.iter().any(|e| e.token == token) {
+                entry.notifications += 1;
+                events.push(Notification {
+                    token,
+                    kind: NotifyKind::Overflow,
+                    fd: entry.counter.as_raw_fd(),
+                    ip: 0,
+                });
+            }
+            if let Some(hup) = entry.budget_hup(token) {
+                events.push(hup);
+            }
+        }
+        Ok(n)
+    }
+
     /// Drains every registered ring (e.g. after disabling, to collect the tail end).
     pub fn drain_all(&mut self, mut f: impl FnMut(Token, RawRecord<'_>)) -> u64 {
         let mut n = 0;
@@ -361,6 +443,21 @@ impl Poller {
             n += drain_ring(&mut entry.ring, *token, &mut f);
         }
         n
+    }
+}
+
+/// The epoll fd: readable when some registered counter is ready, so an event loop can
+/// watch the whole poller (see "Inside an event loop" in the module docs).
+impl AsFd for Poller {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.ep.as_fd()
+    }
+}
+
+/// As [`AsFd`].
+impl AsRawFd for Poller {
+    fn as_raw_fd(&self) -> RawFd {
+        self.ep.as_raw_fd()
     }
 }
 
