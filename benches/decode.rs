@@ -250,6 +250,13 @@ fn bench(c: &mut Criterion) {
             "perf-event-data disagrees"
         );
         assert!(want.records > 1000 && want.chain_entries > 4 * want.records / 2);
+        // For records/s: divide by the times criterion reports.
+        eprintln!(
+            "decode/{name}: {} records, {} bytes, {} callchain entries (all four decoders agree)",
+            want.records,
+            data.len(),
+            want.chain_entries
+        );
 
         let mut g = c.benchmark_group(format!("decode/{name}"));
         g.throughput(Throughput::Bytes(data.len() as u64));

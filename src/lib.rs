@@ -1,5 +1,9 @@
 #![doc = include_str!("../README.md")]
-#![deny(unsafe_code, unsafe_op_in_unsafe_fn, clippy::undocumented_unsafe_blocks)]
+#![deny(
+    unsafe_code,
+    unsafe_op_in_unsafe_fn,
+    clippy::undocumented_unsafe_blocks
+)]
 #![warn(missing_docs, missing_debug_implementations)]
 
 pub mod counter;
