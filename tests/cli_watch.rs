@@ -380,3 +380,25 @@ fn attach_to_a_running_process_and_stop_after_n() {
     // With -p the process is left running.
     assert!(matches!(alive, Some('S' | 'R')), "{alive:?}");
 }
+
+#[test]
+fn signal_goes_to_the_overflowing_thread() {
+    let prog = util::c_program(true);
+    let prog = prog.to_str().unwrap();
+    // The program has no SIGUSR1 handler: the first overflow's signal kills it.
+    let (overflows, summary, out) = watch_json(&[
+        "-e",
+        "mem:target:x",
+        "-c",
+        "100",
+        "--signal",
+        "USR1",
+        "--",
+        prog,
+        "10000",
+    ]);
+    let code = 128 + libc::SIGUSR1;
+    assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
+    assert_eq!(summary["exit_code"], code);
+    assert!(!overflows.is_empty() && overflows.len() < 100, "{summary}");
+}

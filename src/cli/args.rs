@@ -602,4 +602,38 @@ mod tests {
         assert_eq!((s.pid, s.json), (Some(9), true));
         assert_eq!(s.events.len(), DEFAULT_STAT_EVENTS.len());
     }
+
+    #[test]
+    fn watch_flags_and_their_conflicts() {
+        let Ok(Command::Watch(w)) = parse_str(
+            "watch -e mem:target:x -e cpu-clock -c 100 -m 8 --budget 5 --signal usr1 --stop-at 2 --stop-after 3 --json -- prog -c 1",
+        ) else {
+            panic!()
+        };
+        assert_eq!(w.events, ["mem:target:x", "cpu-clock"]);
+        assert_eq!((w.period, w.pages, w.budget), (Some(100), Some(8), Some(5)));
+        assert_eq!(
+            (w.signal, w.stop_at, w.stop_after),
+            (Some(libc::SIGUSR1), Some(2), Some(3))
+        );
+        assert!(w.json);
+        assert_eq!(w.command, ["prog", "-c", "1"]);
+        let err = |line: &str| match parse_str(line) {
+            Err(Failure::Usage(msg)) => msg,
+            other => panic!("{line}: {other:?}"),
+        };
+        assert!(err("watch -e cpu-clock").contains("nothing to watch"));
+        assert!(err("watch -p 1 -- true").contains("one target"));
+        assert!(err("watch -p 1 -C 0").contains("one target"));
+        assert!(err("watch -c 1 -F 2 -p 1").contains("exclusive"));
+        assert!(err("watch -C 0 --stop-at 1").contains("-C"));
+        assert!(err("watch --signal FOO -p 1").contains("not a signal"));
+        assert!(err("watch --stop-at 5 --stop-after 2 -p 1").contains("before"));
+        assert!(err("watch -c 0 -p 1").contains("at least 1"));
+        assert!(err("watch --bogus -p 1").contains("'--bogus'"));
+        assert!(matches!(
+            parse_str("watch -h"),
+            Ok(Command::Help(Topic::Watch))
+        ));
+    }
 }
