@@ -173,25 +173,35 @@ impl Symbolizer {
         if !self.spaces.contains_key(&pid) {
             self.read(pid);
         }
-        if let Some(sym) = self.in_maps(pid, ip) {
-            return Some(sym);
-        }
-        // New mappings (dlopen) or maps read before the exec: read again, sparingly.
-        let stale = self
-            .refreshed
-            .get(&pid)
-            .map_or(true, |t| t.elapsed() > Duration::from_millis(100));
-        if stale && launch::is_alive(pid as i32) {
-            if let Some(Some(space)) = self.spaces.get_mut(&pid) {
-                let _ = space.refresh();
-            } else {
-                self.read(pid);
+        match self.in_maps(pid, ip) {
+            // In a mapped file: its symbol, or none (a stripped file) without re-reading.
+            Some(found) => found.or_else(|| self.in_program(pid, ip)),
+            // Outside every mapping we know: maps read before the exec or before a
+            // library was loaded. Read them again, at most every few milliseconds
+            // (a refresh reloads the files' symbols).
+            None => {
+                let stale = self
+                    .refreshed
+                    .get(&pid)
+                    .map_or(true, |t| t.elapsed() > Duration::from_millis(5));
+                if stale && launch::is_alive(pid as i32) {
+                    if let Some(Some(space)) = self.spaces.get_mut(&pid) {
+                        let _ = space.refresh();
+                    } else {
+                        self.read(pid);
+                    }
+                    self.refreshed.insert(pid, Instant::now());
+                    if let Some(Some(sym)) = self.in_maps(pid, ip) {
+                        return Some(sym);
+                    }
+                }
+                self.in_program(pid, ip)
             }
-            self.refreshed.insert(pid, Instant::now());
-            if let Some(sym) = self.in_maps(pid, ip) {
-                return Some(sym);
-            }
         }
+    }
+
+    /// The spawned program's symbol at `ip`, from its file and predicted load address.
+    fn in_program(&self, pid: u32, ip: u64) -> Option<(String, u64)> {
         match &self.program {
             Some((p, symbols, bias)) if *p == pid => symbols
                 .lookup(ip.wrapping_sub(*bias))
@@ -200,9 +210,10 @@ impl Symbolizer {
         }
     }
 
-    fn in_maps(&mut self, pid: u32, ip: u64) -> Option<(String, u64)> {
+    /// `None` if `ip` is in no known mapping; `Some(symbol or None)` if it is.
+    fn in_maps(&mut self, pid: u32, ip: u64) -> Option<Option<(String, u64)>> {
         let space = self.spaces.get_mut(&pid)?.as_mut()?;
-        space.locate(ip)?.symbol
+        Some(space.locate(ip)?.symbol)
     }
 }
 
