@@ -719,6 +719,29 @@ pub fn signal_from_name(name: &str) -> Option<i32> {
     NAMES.iter().find(|(n, _)| *n == bare).map(|(_, s)| *s)
 }
 
+/// The thread ids of process `pid` (from `/proc/PID/task`), sorted: what a per-thread
+/// counter on a whole running process is opened on. Threads created later are not in it.
+///
+/// # Errors
+/// [`ErrorKind::NotFound`] if there is no process `pid`.
+pub fn threads(pid: libc::pid_t) -> Result<Vec<libc::pid_t>> {
+    let dir = format!("/proc/{pid}/task");
+    let entries = std::fs::read_dir(&dir).map_err(|e| {
+        Error::new(
+            ErrorKind::NotFound,
+            format!("list the threads of process {pid}"),
+            format!("no process with id {pid}"),
+        )
+        .with_fix("check the pid (ps -e)")
+        .with_source(e)
+    })?;
+    let mut tids: Vec<libc::pid_t> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    Ok(tids)
+}
+
 /// Whether process `pid` exists and has not exited: `/proc/PID/stat` is there and its
 /// state is not zombie (`Z`) or dead (`X`). A stopped process is alive.
 pub fn is_alive(pid: libc::pid_t) -> bool {
@@ -820,6 +843,7 @@ mod signal_tests {
             .unwrap();
         let pid = child.pid();
         assert!(is_alive(pid));
+        assert_eq!(threads(pid).unwrap(), [pid]);
         assert_eq!(child.try_wait().unwrap(), None);
         stop_process(pid, std::time::Duration::from_secs(5)).unwrap();
         assert_eq!(process_state(pid), Some('T'));
@@ -827,6 +851,7 @@ mod signal_tests {
         assert_eq!(child.wait().unwrap(), ExitStatus::Signaled(libc::SIGKILL));
         assert!(!is_alive(pid));
         assert_eq!(process_state(pid), None);
+        assert_eq!(threads(pid).unwrap_err().kind(), ErrorKind::NotFound);
         assert_eq!(
             signal_process(pid, 0).unwrap_err().kind(),
             ErrorKind::NotFound

@@ -320,12 +320,14 @@ fn stop_at_leaves_the_target_stopped() {
     let _ = (std::fs::remove_file(o), std::fs::remove_file(e));
 }
 
-/// A program that calls `target()` every millisecond until killed.
+/// A program whose two threads each call `target()` every millisecond until killed.
 const LOOP_C: &str = r#"
+#include <pthread.h>
 #include <unistd.h>
 volatile long counter;
 void __attribute__((noinline)) target(void) { counter++; }
-int main(void) { for (;;) { target(); usleep(1000); } }
+static void *run(void *arg) { for (;;) { target(); usleep(1000); } return arg; }
+int main(void) { pthread_t t; pthread_create(&t, 0, run, 0); run(0); }
 "#;
 
 fn loop_program() -> std::path::PathBuf {
@@ -335,7 +337,7 @@ fn loop_program() -> std::path::PathBuf {
     std::fs::write(dir.join("loop.c"), LOOP_C).unwrap();
     let out = dir.join("loop");
     let st = Command::new("cc")
-        .args(["-O0", "-fno-inline", "-o"])
+        .args(["-O0", "-fno-inline", "-pthread", "-o"])
         .arg(&out)
         .arg(dir.join("loop.c"))
         .status()
@@ -345,14 +347,12 @@ fn loop_program() -> std::path::PathBuf {
 }
 
 #[test]
-fn attach_to_a_running_process_and_stop_after_n() {
+fn attach_to_every_thread_of_a_running_process_and_stop_after_n() {
     let mut child = Command::new(loop_program()).spawn().unwrap();
     let pid = child.id().to_string();
-    // Let it exec and reach its loop.
+    // Let it exec and start its second thread.
     let deadline = Instant::now() + Duration::from_secs(5);
-    while std::fs::read_link(format!("/proc/{pid}/exe"))
-        .map(|p| !p.ends_with("loop"))
-        .unwrap_or(true)
+    while std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count()) < 2
         && Instant::now() < deadline
     {
         std::thread::sleep(Duration::from_millis(5));
@@ -361,9 +361,9 @@ fn attach_to_a_running_process_and_stop_after_n() {
         "-e",
         "mem:target:x",
         "-c",
-        "10",
+        "1",
         "--stop-after",
-        "4",
+        "20",
         "-p",
         &pid,
     ]);
@@ -371,11 +371,19 @@ fn attach_to_a_running_process_and_stop_after_n() {
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(seqs(&overflows), [1, 2, 3, 4]);
+    assert_eq!(seqs(&overflows), (1..=20).collect::<Vec<_>>());
     for o in &overflows {
         assert_eq!(o["sym"], "target", "{o}");
         assert_eq!(o["pid"].to_string(), pid);
     }
+    // -p watches every thread of the process.
+    let mut tids: Vec<u64> = overflows
+        .iter()
+        .map(|o| o["tid"].as_u64().unwrap())
+        .collect();
+    tids.sort_unstable();
+    tids.dedup();
+    assert_eq!(tids.len(), 2, "{tids:?}");
     assert_eq!(summary["exit_code"], Value::Null);
     // With -p the process is left running.
     assert!(matches!(alive, Some('S' | 'R')), "{alive:?}");

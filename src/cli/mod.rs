@@ -211,9 +211,9 @@ Usage: perfring watch [-e EVENT]... [OPTIONS] -- COMMAND [ARGS]...
        perfring watch [-e EVENT]... [OPTIONS] (-p PID | -t TID | -C CPU)
 
 A command is started stopped; its counters are enabled at its exec and inherited
-by its threads and children; its exit status becomes perfring's. -p/-t watch that
-one thread (a process's main thread for -p), until it exits or Ctrl-C. -C watches
-everything on one CPU until Ctrl-C.
+by its threads and children; its exit status becomes perfring's. -p watches every
+thread the process has when the watch starts (not threads it creates later), -t
+one thread, until it exits or Ctrl-C; -C everything on one CPU until Ctrl-C.
 
 Each line: seconds since start, event, tid, ip and the symbol it is in, the
 period, and the event's running count. The summary: overflows, wake-ups, records
@@ -242,7 +242,9 @@ Options:
       --signal SIG     Send SIG (USR1, SIGUSR2, RTMIN+1, 10...) to the thread that
                        overflowed (tgkill)
       --stop-at N      At overflow N, SIGSTOP the process that overflowed, print
-                       how to resume it (kill -CONT PID) and end, leaving it stopped
+                       how to resume it (kill -CONT PID) and end, leaving it stopped.
+                       A stopped command keeps perfring's stdout and stderr open:
+                       a pipe reading them sees no EOF until it is resumed or killed
       --stop-after N   End after N overflows; a command is then sent SIGTERM
                        (SIGKILL 2 s later); -p/-t targets are left running
       --json           One JSON object per line: {\"type\":\"overflow\",\"seq\",
@@ -250,7 +252,7 @@ Options:
                        \"sym_off\",\"period\",\"total\"}, then {\"type\":\"summary\",
                        \"overflows\",\"wakeups\",\"lost\",\"throttled\",\"duration_s\",
                        \"exit_code\"}
-  -p, --pid PID        Watch a running process's main thread
+  -p, --pid PID        Watch a running process's threads
   -t, --tid TID        Watch a thread
   -C, --cpu CPU        Watch a CPU (needs perf_event_paranoid <= 0 or root)
   -h, --help           Print help

@@ -221,8 +221,11 @@ impl Symbolizer {
 struct State<'a> {
     args: &'a WatchArgs,
     events: Vec<Watched>,
-    /// Which event each token's counter is (one counter per CPU for a command).
+    /// Which event each token's counter is (one counter per CPU for a command, per
+    /// thread for -p).
     token_event: Vec<usize>,
+    /// Overflows per token, for budgets.
+    token_overflows: Vec<u64>,
     seq: u64,
     start_ns: u64,
     symbolizer: Symbolizer,
@@ -256,6 +259,9 @@ impl State<'_> {
         };
         self.seq += 1;
         ev.overflows += 1;
+        if let Some(n) = self.token_overflows.get_mut(token.0 as usize) {
+            *n += 1;
+        }
         let period = ev.period.or(s.period()).unwrap_or(0);
         ev.total = ev.total.saturating_add(period);
         let (pid, tid) = (s.pid().unwrap_or(0), s.tid().unwrap_or(0));
@@ -419,13 +425,20 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     // CPU, as perf does. A budget needs a non-inherited counter (REFRESH is EINVAL on
     // inherited ones), so it watches the one thread.
     let inherit = spawned && args.budget.is_none();
-    let targets = match target {
-        Target::Thread(pid) if inherit => perfring::counter::online_cpus()
+    // -p: every thread the process has now (an inherited counter on the main thread
+    // would only see threads created later).
+    let targets = match (target, args.pid) {
+        (Target::Thread(pid), _) if inherit => perfring::counter::online_cpus()
             .map_err(Failure::Runtime)?
             .into_iter()
             .map(|cpu| Target::ThreadOnCpu(pid, cpu))
             .collect(),
-        t => vec![t],
+        (_, Some(pid)) => launch::threads(pid)
+            .map_err(Failure::Runtime)?
+            .into_iter()
+            .map(Target::Thread)
+            .collect(),
+        (t, None) => vec![t],
     };
     let size = RingSize::Pages(args.pages.unwrap_or(64));
     let mut poller = Poller::new().map_err(Failure::Runtime)?;
@@ -433,14 +446,11 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     let mut events = Vec::new();
     let mut token_event = Vec::new();
     for (i, (b, spec)) in builders.drain(..).zip(&specs).enumerate() {
-        let mut b = b.inherit(inherit);
-        if args.budget.is_none() {
-            b = if spawned {
-                b.enable_on_exec(true)
-            } else {
-                b.enabled(true)
-            };
-        }
+        // Opened disabled; a command's counters start at its exec, others once every
+        // ring is mapped and registered (below), so no early overflow goes unrecorded.
+        let b = b
+            .inherit(inherit)
+            .enable_on_exec(spawned && args.budget.is_none());
         let layout = Layout::new(b.attr())
             .map_err(|e| Failure::Usage(format!("watch: cannot decode samples of {spec}: {e}")))?;
         for t in &targets {
@@ -495,6 +505,13 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
             budget.arm(c).map_err(Failure::Runtime)?;
         }
     }
+    if !spawned && args.budget.is_none() {
+        for t in 0..token_event.len() {
+            if let Some(c) = poller.counter(Token(t as u64)) {
+                c.enable().map_err(Failure::Runtime)?;
+            }
+        }
+    }
     let start_ns = perfring::counter::clock_ns(libc::CLOCK_MONOTONIC);
     let started = Instant::now();
     let mut watchee = match stopped {
@@ -511,6 +528,7 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     let mut state = State {
         args,
         events,
+        token_overflows: vec![0; token_event.len()],
         token_event,
         seq: 0,
         start_ns,
@@ -631,7 +649,7 @@ fn watch_loop(
             Watchee::Cpu => {}
         }
         if let Some(n) = args.budget {
-            let spent = state.events.iter().all(|e| e.overflows >= u64::from(n));
+            let spent = state.token_overflows.iter().all(|&o| o >= u64::from(n));
             if spent && !matches!(watchee, Watchee::Command(_)) {
                 return Ok(End::BudgetSpent);
             }
