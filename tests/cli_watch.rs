@@ -410,3 +410,28 @@ fn signal_goes_to_the_overflowing_thread() {
     assert_eq!(summary["exit_code"], code);
     assert!(!overflows.is_empty() && overflows.len() < 100, "{summary}");
 }
+
+#[test]
+fn sigterm_to_perfring_is_passed_to_the_command_then_reported() {
+    let prog = util::c_program(true);
+    let child = Command::new(env!("CARGO_BIN_EXE_perfring"))
+        .args(["watch", "--json", "-e", "cpu-clock", "--"])
+        .arg(&prog)
+        .args(["0", "30"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: kill has no memory-safety preconditions; the pid is our perfring child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let started = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let code = 128 + libc::SIGTERM;
+    assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let summary: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["exit_code"], code);
+}
