@@ -518,3 +518,353 @@ fn poll_exit_or_sigint(
         }
     }
 }
+
+impl Child {
+    /// Reaps the child if it has ended, without waiting (`waitpid(WNOHANG)`).
+    ///
+    /// Returns `Ok(None)` while it runs (or is stopped). Once it returned a status the
+    /// child is reaped: do not call it again.
+    ///
+    /// # Errors
+    /// The `waitpid` errno (`ECHILD` if it was already reaped).
+    #[doc(alias = "waitpid")]
+    pub fn try_wait(&mut self) -> Result<Option<ExitStatus>> {
+        if self.reaped {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("waitpid({})", self.pid),
+                "the child was already reaped",
+            ));
+        }
+        let mut status = 0;
+        loop {
+            // SAFETY: non-blocking waitpid writing into a valid int.
+            let r = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
+            if r == 0 {
+                return Ok(None);
+            }
+            if r == self.pid {
+                break;
+            }
+            let err = std::io::Error::last_os_error();
+            if err.raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return Err(Error::from_errno(format!("waitpid({})", self.pid), err));
+        }
+        self.reaped = true;
+        Ok(Some(if libc::WIFSIGNALED(status) {
+            ExitStatus::Signaled(libc::WTERMSIG(status))
+        } else {
+            ExitStatus::Exited(libc::WEXITSTATUS(status))
+        }))
+    }
+}
+
+fn signal_error(op: String, err: std::io::Error) -> Error {
+    match err.raw_os_error() {
+        Some(libc::ESRCH) => Error::new(ErrorKind::NotFound, op, "no such process or thread")
+            .with_fix("it may have exited already")
+            .with_source(err),
+        Some(libc::EPERM) => {
+            Error::new(ErrorKind::PermissionDenied, op, "not allowed to signal it")
+                .with_fix("signal only your own processes, or run as root")
+                .with_source(err)
+        }
+        _ => Error::from_errno(op, err),
+    }
+}
+
+/// `kill(pid, signal)`: sends `signal` to process `pid` (any thread of it may take it).
+///
+/// `SIGSTOP` freezes the whole process until `SIGCONT` (`kill -CONT PID`).
+///
+/// # Errors
+/// [`ErrorKind::NotFound`] (`ESRCH`) when there is no such process,
+/// [`ErrorKind::PermissionDenied`] (`EPERM`), or another errno (`EINVAL` for a bad signal).
+#[doc(alias = "kill")]
+pub fn signal_process(pid: libc::pid_t, signal: i32) -> Result<()> {
+    if pid <= 0 {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("kill({pid}, {signal})"),
+            "a process id must be positive (0 and negative ids name process groups)",
+        ));
+    }
+    // SAFETY: kill has no memory-safety preconditions; pid > 0 names one process.
+    if unsafe { libc::kill(pid, signal) } != 0 {
+        return Err(signal_error(
+            format!("kill({pid}, {signal})"),
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
+/// `tgkill(pid, tid, signal)`: sends `signal` to thread `tid` of process `pid`, e.g.
+/// the thread a sample says overflowed (its `pid`/`tid` fields).
+///
+/// Naming the process as well as the thread keeps a recycled thread id in another
+/// process from being signalled.
+///
+/// # Errors
+/// As [`signal_process`].
+#[doc(alias = "tgkill")]
+pub fn signal_thread(pid: libc::pid_t, tid: libc::pid_t, signal: i32) -> Result<()> {
+    if pid <= 0 || tid <= 0 {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            format!("tgkill({pid}, {tid}, {signal})"),
+            "process and thread ids must be positive",
+        ));
+    }
+    // SAFETY: tgkill takes three integers and has no memory-safety preconditions.
+    let r = unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, signal) };
+    if r != 0 {
+        return Err(signal_error(
+            format!("tgkill({pid}, {tid}, {signal})"),
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
+/// Freezes process `pid` with `SIGSTOP` and waits (up to `timeout`) until it is seen
+/// stopped (state `T` or `t` in `/proc/PID/stat`), so that on return it runs no more
+/// instructions until `kill -CONT PID`.
+///
+/// `SIGSTOP` is only acted on when the process is next scheduled; on a busy machine that
+/// can be a while after `kill` returns.
+///
+/// # Errors
+/// As [`signal_process`]; [`ErrorKind::NotFound`] if it exited meanwhile,
+/// [`ErrorKind::Busy`] if it was not seen stopped within `timeout` (the `SIGSTOP`
+/// stays pending).
+pub fn stop_process(pid: libc::pid_t, timeout: std::time::Duration) -> Result<()> {
+    signal_process(pid, libc::SIGSTOP)?;
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match process_state(pid) {
+            Some('T' | 't') => return Ok(()),
+            None | Some('Z' | 'X') => {
+                return Err(Error::new(
+                    ErrorKind::NotFound,
+                    format!("stop process {pid}"),
+                    "it exited before it stopped",
+                ))
+            }
+            Some(_) if std::time::Instant::now() >= deadline => {
+                return Err(Error::new(
+                    ErrorKind::Busy,
+                    format!("stop process {pid}"),
+                    format!("not stopped after {timeout:?}; SIGSTOP is pending"),
+                )
+                .with_fix("check its state with: ps -o stat= -p PID"))
+            }
+            Some(_) => std::thread::sleep(std::time::Duration::from_micros(200)),
+        }
+    }
+}
+
+/// A signal number from its name: `USR1`, `SIGUSR1`, `sigusr1`, `RTMIN+2`, or a number.
+///
+/// Returns `None` for an unknown name or a number outside `1..=SIGRTMAX`.
+pub fn signal_from_name(name: &str) -> Option<i32> {
+    let upper = name.trim().to_ascii_uppercase();
+    let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
+    let max = libc::SIGRTMAX();
+    if let Ok(n) = bare.parse::<i32>() {
+        return (1..=max).contains(&n).then_some(n);
+    }
+    if let Some(rest) = bare.strip_prefix("RTMIN") {
+        let off = if rest.is_empty() {
+            0
+        } else {
+            rest.strip_prefix('+')?.parse::<i32>().ok()?
+        };
+        let n = libc::SIGRTMIN() + off;
+        return (n <= max).then_some(n);
+    }
+    const NAMES: &[(&str, i32)] = &[
+        ("HUP", libc::SIGHUP),
+        ("INT", libc::SIGINT),
+        ("QUIT", libc::SIGQUIT),
+        ("ILL", libc::SIGILL),
+        ("TRAP", libc::SIGTRAP),
+        ("ABRT", libc::SIGABRT),
+        ("BUS", libc::SIGBUS),
+        ("FPE", libc::SIGFPE),
+        ("KILL", libc::SIGKILL),
+        ("USR1", libc::SIGUSR1),
+        ("SEGV", libc::SIGSEGV),
+        ("USR2", libc::SIGUSR2),
+        ("PIPE", libc::SIGPIPE),
+        ("ALRM", libc::SIGALRM),
+        ("TERM", libc::SIGTERM),
+        ("CHLD", libc::SIGCHLD),
+        ("CONT", libc::SIGCONT),
+        ("STOP", libc::SIGSTOP),
+        ("TSTP", libc::SIGTSTP),
+        ("TTIN", libc::SIGTTIN),
+        ("TTOU", libc::SIGTTOU),
+        ("URG", libc::SIGURG),
+        ("XCPU", libc::SIGXCPU),
+        ("XFSZ", libc::SIGXFSZ),
+        ("VTALRM", libc::SIGVTALRM),
+        ("PROF", libc::SIGPROF),
+        ("WINCH", libc::SIGWINCH),
+        ("IO", libc::SIGIO),
+        ("SYS", libc::SIGSYS),
+    ];
+    NAMES.iter().find(|(n, _)| *n == bare).map(|(_, s)| *s)
+}
+
+/// The thread ids of process `pid` (from `/proc/PID/task`), sorted: what a per-thread
+/// counter on a whole running process is opened on. Threads created later are not in it.
+///
+/// # Errors
+/// [`ErrorKind::NotFound`] if there is no process `pid`.
+pub fn threads(pid: libc::pid_t) -> Result<Vec<libc::pid_t>> {
+    let dir = format!("/proc/{pid}/task");
+    let entries = std::fs::read_dir(&dir).map_err(|e| {
+        Error::new(
+            ErrorKind::NotFound,
+            format!("list the threads of process {pid}"),
+            format!("no process with id {pid}"),
+        )
+        .with_fix("check the pid (ps -e)")
+        .with_source(e)
+    })?;
+    let mut tids: Vec<libc::pid_t> = entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    tids.sort_unstable();
+    Ok(tids)
+}
+
+/// Whether process `pid` exists and has not exited: `/proc/PID/stat` is there and its
+/// state is not zombie (`Z`) or dead (`X`). A stopped process is alive.
+pub fn is_alive(pid: libc::pid_t) -> bool {
+    process_state(pid).is_some_and(|s| s != 'Z' && s != 'X')
+}
+
+/// The state letter of `/proc/PID/stat` (`R`, `S`, `D`, `T` stopped, `t` traced, `Z`, ...),
+/// or `None` when there is no such process.
+pub fn process_state(pid: libc::pid_t) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may itself contain ") ".
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().next()?.chars().next()
+}
+
+/// Blocks `SIGINT` and `SIGTERM` for the calling thread (and threads it creates later)
+/// so that Ctrl-C can be noticed with [`Interrupts::take`] between two polls, instead of
+/// ending the program before it has reported. The previous mask is restored on drop.
+///
+/// Children started with [`Command`] unblock every signal before they `exec`, so a
+/// terminal's Ctrl-C still reaches them.
+#[derive(Debug)]
+pub struct Interrupts {
+    set: libc::sigset_t,
+    old: libc::sigset_t,
+}
+
+impl Interrupts {
+    /// `pthread_sigmask(SIG_BLOCK, {SIGINT, SIGTERM})`.
+    ///
+    /// # Errors
+    /// The `pthread_sigmask` error (it has none for these arguments in practice).
+    #[doc(alias = "pthread_sigmask")]
+    pub fn block() -> Result<Interrupts> {
+        let mut set = unsafe_zeroed_sigset();
+        // SAFETY: `set` is a valid sigset_t to initialise.
+        unsafe { libc::sigemptyset(&mut set) };
+        // SAFETY: `set` was initialised by sigemptyset; SIGINT is a valid signal.
+        unsafe { libc::sigaddset(&mut set, libc::SIGINT) };
+        // SAFETY: as above, for SIGTERM.
+        unsafe { libc::sigaddset(&mut set, libc::SIGTERM) };
+        let mut old = unsafe_zeroed_sigset();
+        // SAFETY: both pointers are valid sigset_t; this changes the calling thread's mask.
+        let r = unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old) };
+        if r != 0 {
+            return Err(Error::from_errno(
+                "pthread_sigmask(SIG_BLOCK, SIGINT|SIGTERM)",
+                std::io::Error::from_raw_os_error(r),
+            ));
+        }
+        Ok(Interrupts { set, old })
+    }
+
+    /// Consumes a pending `SIGINT` or `SIGTERM` and returns it, without waiting
+    /// (`sigtimedwait` with a zero timeout).
+    #[doc(alias = "sigtimedwait")]
+    pub fn take(&self) -> Option<i32> {
+        let zero = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `set` is an initialised sigset_t and `zero` a valid timespec; a null
+        // siginfo pointer is allowed.
+        let r = unsafe { libc::sigtimedwait(&self.set, std::ptr::null_mut(), &zero) };
+        (r > 0).then_some(r)
+    }
+}
+
+impl Drop for Interrupts {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved by `block` from a valid sigset_t.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
+    }
+}
+
+#[cfg(test)]
+mod signal_tests {
+    use super::*;
+
+    #[test]
+    fn signal_names() {
+        assert_eq!(signal_from_name("USR1"), Some(libc::SIGUSR1));
+        assert_eq!(signal_from_name("sigusr2"), Some(libc::SIGUSR2));
+        assert_eq!(signal_from_name("9"), Some(9));
+        assert_eq!(signal_from_name("RTMIN+1"), Some(libc::SIGRTMIN() + 1));
+        assert_eq!(signal_from_name("RTMIN"), Some(libc::SIGRTMIN()));
+        assert_eq!(signal_from_name("0"), None);
+        assert_eq!(signal_from_name("NOPE"), None);
+        assert_eq!(signal_from_name("RTMIN+99"), None);
+    }
+
+    #[test]
+    fn stop_and_state() {
+        let mut child = Command::new("sleep")
+            .arg("5")
+            .spawn_stopped()
+            .unwrap()
+            .start()
+            .unwrap();
+        let pid = child.pid();
+        assert!(is_alive(pid));
+        assert_eq!(threads(pid).unwrap(), [pid]);
+        assert_eq!(child.try_wait().unwrap(), None);
+        stop_process(pid, std::time::Duration::from_secs(5)).unwrap();
+        assert_eq!(process_state(pid), Some('T'));
+        signal_thread(pid, pid, libc::SIGKILL).unwrap();
+        assert_eq!(child.wait().unwrap(), ExitStatus::Signaled(libc::SIGKILL));
+        assert!(!is_alive(pid));
+        assert_eq!(process_state(pid), None);
+        assert_eq!(threads(pid).unwrap_err().kind(), ErrorKind::NotFound);
+        assert_eq!(
+            signal_process(pid, 0).unwrap_err().kind(),
+            ErrorKind::NotFound
+        );
+    }
+
+    #[test]
+    fn interrupts_are_taken_not_delivered() {
+        let guard = Interrupts::block().unwrap();
+        assert_eq!(guard.take(), None);
+        // SAFETY: raise has no memory-safety preconditions; SIGINT is blocked here.
+        unsafe { libc::pthread_kill(libc::pthread_self(), libc::SIGINT) };
+        assert_eq!(guard.take(), Some(libc::SIGINT));
+        assert_eq!(guard.take(), None);
+    }
+}

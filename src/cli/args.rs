@@ -23,6 +23,41 @@ pub enum Command {
     Explain { event: EventArgs, json: bool },
     /// `perfring stat -e EVENT… (-p PID [--duration SECS] | -- COMMAND…) [--json]`.
     Stat(StatArgs),
+    /// `perfring watch -e EVENT… [actions] (-p PID | -t TID | -C CPU | -- COMMAND…)`.
+    Watch(WatchArgs),
+}
+
+/// `perfring watch`'s flags.
+#[derive(Debug, Default, Clone)]
+pub struct WatchArgs {
+    /// `-e EVENT`, repeatable; empty means the default (`cycles`, else `cpu-clock`).
+    pub events: Vec<String>,
+    /// `-c N`: overflow every N events.
+    pub period: Option<u64>,
+    /// `-F HZ`: about HZ overflows a second.
+    pub frequency: Option<u64>,
+    /// `-m PAGES`: ring data pages per event.
+    pub pages: Option<usize>,
+    /// `--budget N`: the kernel stops each event after N overflows (`REFRESH`).
+    pub budget: Option<u32>,
+    /// `--exec CMD`: run `sh -c CMD` per overflow.
+    pub exec: Option<String>,
+    /// `--signal SIG`: send SIG to the thread that overflowed.
+    pub signal: Option<i32>,
+    /// `--stop-at N`: SIGSTOP the target at overflow N and end, leaving it stopped.
+    pub stop_at: Option<u64>,
+    /// `--stop-after N`: end after N overflows.
+    pub stop_after: Option<u64>,
+    /// `--json`.
+    pub json: bool,
+    /// `-p PID`.
+    pub pid: Option<i32>,
+    /// `-t TID`.
+    pub tid: Option<i32>,
+    /// `-C CPU`.
+    pub cpu: Option<i32>,
+    /// The command and its arguments.
+    pub command: Vec<OsString>,
 }
 
 /// `perfring stat`'s flags.
@@ -55,6 +90,7 @@ pub enum Topic {
     Doctor,
     Explain,
     Stat,
+    Watch,
 }
 
 /// A command-line item, owned (lexopt's [`Arg`] borrows the parser).
@@ -162,6 +198,17 @@ impl EventArgs {
 
     /// The [`Builder`] these flags describe: exactly what `watch` would open.
     pub fn builder(&self) -> Result<Builder, Failure> {
+        // Symbolic forms (mem:SYMBOL, uprobe:PATH:SYMBOL) look in -p's executable.
+        let image = match self.pid.or(self.tid) {
+            Some(pid) => TargetImage::Process(pid),
+            None => TargetImage::None,
+        };
+        self.builder_in(&image)
+    }
+
+    /// [`builder`](Self::builder), with symbolic events resolved in `image` (e.g. a
+    /// command about to be started).
+    pub fn builder_in(&self, image: &TargetImage) -> Result<Builder, Failure> {
         let Some(name) = &self.event else {
             return Err(usage(
                 "no event: give one with -e EVENT (e.g. -e cpu-clock)",
@@ -172,12 +219,7 @@ impl EventArgs {
                 "-c (period) and -F (frequency) are exclusive: give one",
             ));
         }
-        // Symbolic forms (mem:SYMBOL, uprobe:PATH:SYMBOL) look in -p's executable.
-        let image = match self.pid.or(self.tid) {
-            Some(pid) => TargetImage::Process(pid),
-            None => TargetImage::None,
-        };
-        let event = resolve_event(name, &image).map_err(Failure::Input)?;
+        let event = resolve_event(name, image).map_err(Failure::Input)?;
         let mut b = Counter::builder_for(event).target(self.target()?);
         if let Some(n) = self.period {
             b = b.period(n);
@@ -261,8 +303,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, Failur
             Ok(Command::Explain { event, json })
         }
         "stat" => parse_stat(&mut p),
+        "watch" => parse_watch(&mut p),
         other => Err(usage(format!(
-            "unknown command '{other}'; the commands are doctor, explain, stat and help"
+            "unknown command '{other}'; the commands are doctor, explain, stat, watch and help"
         ))),
     }
 }
@@ -322,13 +365,95 @@ fn parse_stat(p: &mut Parser) -> Result<Command, Failure> {
     Ok(Command::Stat(stat))
 }
 
+fn parse_watch(p: &mut Parser) -> Result<Command, Failure> {
+    let mut w = WatchArgs::default();
+    while let Some(flag) = next(p)? {
+        let long = match &flag {
+            Flag::Long(l) => l.as_str(),
+            _ => "",
+        };
+        match (&flag, long) {
+            (Flag::Short('e'), _) | (_, "event") => w.events.push(string(p, "-e")?),
+            (Flag::Short('c'), _) | (_, "count") => w.period = Some(positive(p, "-c")?),
+            (Flag::Short('F'), _) | (_, "freq") => w.frequency = Some(positive(p, "-F")?),
+            (Flag::Short('m'), _) | (_, "mmap-pages") => w.pages = Some(positive(p, "-m")?),
+            (_, "budget") => w.budget = Some(positive(p, "--budget")?),
+            (_, "exec") => w.exec = Some(string(p, "--exec")?),
+            (_, "signal") => {
+                let s = string(p, "--signal")?;
+                let sig = perfring::launch::signal_from_name(&s).ok_or_else(|| {
+                    usage(format!(
+                        "--signal {s:?}: not a signal; give a name (USR1, SIGUSR2, RTMIN+1) or a number"
+                    ))
+                })?;
+                w.signal = Some(sig);
+            }
+            (_, "stop-at") => w.stop_at = Some(positive(p, "--stop-at")?),
+            (_, "stop-after") => w.stop_after = Some(positive(p, "--stop-after")?),
+            (_, "json") => w.json = true,
+            (Flag::Short('p'), _) | (_, "pid") => w.pid = Some(number(p, "-p")?),
+            (Flag::Short('t'), _) | (_, "tid") => w.tid = Some(number(p, "-t")?),
+            (Flag::Short('C'), _) | (_, "cpu") => w.cpu = Some(number(p, "-C")?),
+            (f, _) if is_help(f) => return Ok(Command::Help(Topic::Watch)),
+            (Flag::Value(program), _) => {
+                // The command's own flags are its business, not ours.
+                w.command.push(program.clone());
+                w.command.extend(p.raw_args().map_err(lexopt_error)?);
+            }
+            (other, _) => return Err(unknown("watch", other)),
+        }
+    }
+    let targets = usize::from(w.pid.is_some())
+        + usize::from(w.tid.is_some())
+        + usize::from(w.cpu.is_some())
+        + usize::from(!w.command.is_empty());
+    if targets == 0 {
+        return Err(usage(
+            "watch: nothing to watch: give a command (perfring watch -e EVENT -- COMMAND ARGS), -p PID, -t TID or -C CPU",
+        ));
+    }
+    if targets > 1 {
+        return Err(usage(
+            "watch: give one target: -p PID, -t TID, -C CPU or a command (-- COMMAND ARGS)",
+        ));
+    }
+    if w.period.is_some() && w.frequency.is_some() {
+        return Err(usage(
+            "watch: -c (period) and -F (frequency) are exclusive: give one",
+        ));
+    }
+    if w.cpu.is_some() && (w.signal.is_some() || w.stop_at.is_some()) {
+        return Err(usage(
+            "watch: --signal and --stop-at act on the thread that overflowed, which with -C may be any process; watch -p PID, -t TID or a command instead",
+        ));
+    }
+    if let (Some(at), Some(after)) = (w.stop_at, w.stop_after) {
+        if after < at {
+            return Err(usage(format!(
+                "watch: --stop-after {after} ends the watch before --stop-at {at} is reached"
+            )));
+        }
+    }
+    Ok(Command::Watch(w))
+}
+
+/// A number that must be at least 1.
+fn positive<T: TryFrom<u64>>(p: &mut Parser, flag: &str) -> Result<T, Failure> {
+    let n: u64 = number(p, flag)?;
+    if n == 0 {
+        return Err(usage(format!("{flag} 0: expected at least 1")));
+    }
+    T::try_from(n).map_err(|_| usage(format!("{flag} {n}: out of range")))
+}
+
 fn topic(name: &str) -> Result<Topic, Failure> {
     match name {
         "doctor" => Ok(Topic::Doctor),
         "explain" => Ok(Topic::Explain),
         "stat" => Ok(Topic::Stat),
+        "watch" => Ok(Topic::Watch),
         other => Err(usage(format!(
-            "no help for '{other}'; the commands are doctor, explain and stat"
+            "no help for '{other}'; the commands are doctor, explain, stat and watch"
         ))),
     }
 }
@@ -476,5 +601,39 @@ mod tests {
         };
         assert_eq!((s.pid, s.json), (Some(9), true));
         assert_eq!(s.events.len(), DEFAULT_STAT_EVENTS.len());
+    }
+
+    #[test]
+    fn watch_flags_and_their_conflicts() {
+        let Ok(Command::Watch(w)) = parse_str(
+            "watch -e mem:target:x -e cpu-clock -c 100 -m 8 --budget 5 --signal usr1 --stop-at 2 --stop-after 3 --json -- prog -c 1",
+        ) else {
+            panic!()
+        };
+        assert_eq!(w.events, ["mem:target:x", "cpu-clock"]);
+        assert_eq!((w.period, w.pages, w.budget), (Some(100), Some(8), Some(5)));
+        assert_eq!(
+            (w.signal, w.stop_at, w.stop_after),
+            (Some(libc::SIGUSR1), Some(2), Some(3))
+        );
+        assert!(w.json);
+        assert_eq!(w.command, ["prog", "-c", "1"]);
+        let err = |line: &str| match parse_str(line) {
+            Err(Failure::Usage(msg)) => msg,
+            other => panic!("{line}: {other:?}"),
+        };
+        assert!(err("watch -e cpu-clock").contains("nothing to watch"));
+        assert!(err("watch -p 1 -- true").contains("one target"));
+        assert!(err("watch -p 1 -C 0").contains("one target"));
+        assert!(err("watch -c 1 -F 2 -p 1").contains("exclusive"));
+        assert!(err("watch -C 0 --stop-at 1").contains("-C"));
+        assert!(err("watch --signal FOO -p 1").contains("not a signal"));
+        assert!(err("watch --stop-at 5 --stop-after 2 -p 1").contains("before"));
+        assert!(err("watch -c 0 -p 1").contains("at least 1"));
+        assert!(err("watch --bogus -p 1").contains("'--bogus'"));
+        assert!(matches!(
+            parse_str("watch -h"),
+            Ok(Command::Help(Topic::Watch))
+        ));
     }
 }

@@ -6,6 +6,7 @@ pub mod doctor;
 pub mod explain;
 pub mod json;
 pub mod stat;
+pub mod watch;
 
 use std::ffi::OsString;
 use std::fmt;
@@ -72,6 +73,11 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> Result<Done, Failure> {
                 explain::text(&fields).into()
             }
         }
+        Command::Watch(args) => Done {
+            // Lines were printed as they came; the command's status is ours.
+            text: String::new(),
+            child_exit: watch::run(&args)?,
+        },
         Command::Stat(args) => {
             let report = stat::run(&args)?;
             Done {
@@ -93,6 +99,7 @@ pub fn help(topic: Topic) -> &'static str {
         Topic::Doctor => DOCTOR_HELP,
         Topic::Explain => EXPLAIN_HELP,
         Topic::Stat => STAT_HELP,
+        Topic::Watch => WATCH_HELP,
     }
 }
 
@@ -105,13 +112,14 @@ Commands:
   doctor    Probe what this machine allows: limits, PMUs, and each mechanism
   explain   Print the perf_event_attr an event and its flags would be opened with
   stat      Count events over a command's run, or a running process, like perf stat
+  watch     Print each overflow of a counter as it happens, and act on it
   help      Print this text, or a command's (perfring help explain)
 
 Options:
   -h, --help  Print help
 
 Exit status: 0 on success, 1 when the operation failed, 2 on a usage error;
-'stat -- COMMAND' exits with the command's status.
+'stat -- COMMAND' and 'watch -- COMMAND' exit with the command's status.
 ";
 
 const DOCTOR_HELP: &str = "\
@@ -193,4 +201,65 @@ Exit status: the command's (128 + N if killed by signal N); 0 after -p; 1 when
 counting failed (no such program, an event this machine cannot count, e.g. a
 hardware event without a PMU); 2 on a usage error or an event that does not
 parse or resolve (unknown name or symbol).
+";
+
+const WATCH_HELP: &str = "\
+Print every overflow of a sampling counter as it happens (one line per sample
+record, not per wake-up), act on it, and end with a summary.
+
+Usage: perfring watch [-e EVENT]... [OPTIONS] -- COMMAND [ARGS]...
+       perfring watch [-e EVENT]... [OPTIONS] (-p PID | -t TID | -C CPU)
+
+A command is started stopped; its counters are enabled at its exec and inherited
+by its threads and children; its exit status becomes perfring's. -p watches every
+thread the process has when the watch starts (not threads it creates later), -t
+one thread, until it exits or Ctrl-C; -C everything on one CPU until Ctrl-C.
+
+Each line: seconds since start, event, tid, ip and the symbol it is in, the
+period, and the event's running count. The summary: overflows, wake-ups, records
+lost, throttles, duration. On a terminal, stderr shows a live status line.
+
+Events (default: cycles, or cpu-clock without a hardware PMU):
+  any perf event string, mem:SYMBOL[+OFF][/LEN][:ACCESS] (a PIE command is run
+  with ASLR off for it), uprobe:PATH:SYMBOL[+OFF]
+
+Options:
+  -e, --event EVENT    An event to watch; repeat for more
+  -c, --count N        Overflow every N events (default 1 for breakpoints,
+                       tracepoints and uprobes)
+  -F, --freq HZ        About HZ overflows a second (default 1000 for counting events)
+  -m, --mmap-pages N   Ring data pages per event (power of two; default 64)
+      --budget N       The kernel stops each event after N overflows
+                       (PERF_EVENT_IOC_REFRESH). Budgets are refused on inherited
+                       counters, so with a command only its first thread is
+                       watched, and counting starts just before its exec
+      --exec CMD       Run sh -c CMD per overflow, in order, on a worker thread
+                       (a queue of 1024; overflows beyond it are dropped and
+                       counted), with PERFRING_EVENT, PERFRING_PID, PERFRING_TID,
+                       PERFRING_IP, PERFRING_SYM and PERFRING_SEQ set; its stdout
+                       goes to perfring's stderr. perfring waits for the queue
+                       to empty before it exits
+      --signal SIG     Send SIG (USR1, SIGUSR2, RTMIN+1, 10...) to the thread that
+                       overflowed (tgkill)
+      --stop-at N      At overflow N, SIGSTOP the process that overflowed, print
+                       how to resume it (kill -CONT PID) and end, leaving it stopped.
+                       A stopped command keeps perfring's stdout and stderr open:
+                       a pipe reading them sees no EOF until it is resumed or killed
+      --stop-after N   End after N overflows; a command is then sent SIGTERM
+                       (SIGKILL 2 s later); -p/-t targets are left running
+      --json           One JSON object per line: {\"type\":\"overflow\",\"seq\",
+                       \"event\",\"pid\",\"tid\",\"cpu\",\"time_ns\",\"ip\",\"sym\",
+                       \"sym_off\",\"period\",\"total\"}, then {\"type\":\"summary\",
+                       \"overflows\",\"wakeups\",\"lost\",\"throttled\",\"duration_s\",
+                       \"exit_code\"}
+  -p, --pid PID        Watch a running process's threads
+  -t, --tid TID        Watch a thread
+  -C, --cpu CPU        Watch a CPU (needs perf_event_paranoid <= 0 or root)
+  -h, --help           Print help
+
+Exit status: the command's (128 + N if killed by signal N) when it ran to its
+end; 0 after --stop-at, --stop-after, or with -p/-t/-C; 1 when watching failed
+(no such program, an event this machine cannot count, e.g. a hardware event
+without a PMU, no permission); 2 on a usage error or an event that does not parse
+or resolve. On failure nothing is left running or stopped.
 ";

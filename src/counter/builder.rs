@@ -157,6 +157,16 @@ impl Builder {
         self
     }
 
+    /// Stamp samples' `time` with the POSIX clock `clockid` (e.g. `libc::CLOCK_MONOTONIC`)
+    /// instead of the kernel's `local_clock`: `use_clockid = 1, clockid`. Compare with
+    /// [`clock_ns`](super::clock_ns) of the same clock.
+    #[doc(alias = "use_clockid")]
+    pub fn clockid(mut self, clockid: i32) -> Self {
+        self.attr.set_use_clockid(1);
+        self.attr.clockid = clockid;
+        self
+    }
+
     /// Count child threads and processes created after opening (`perf` default; `-i` off).
     pub fn inherit(mut self, yes: bool) -> Self {
         self.attr.set_inherit(yes.into());

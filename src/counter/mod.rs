@@ -23,6 +23,74 @@ use crate::sys;
 use crate::Result;
 use diagnose::ioctl_error;
 
+/// `clock_gettime(clockid)` in nanoseconds: "now" on the clock that samples of a
+/// counter built with [`Builder::clockid`] are stamped with. `0` if the clock is invalid.
+///
+/// # Examples
+/// ```
+/// let a = perfring::counter::clock_ns(libc::CLOCK_MONOTONIC);
+/// let b = perfring::counter::clock_ns(libc::CLOCK_MONOTONIC);
+/// assert!(a > 0 && b >= a);
+/// ```
+#[doc(alias = "clock_gettime")]
+pub fn clock_ns(clockid: i32) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for clock_gettime to fill.
+    if unsafe { libc::clock_gettime(clockid, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// The online CPUs, from `/sys/devices/system/cpu/online`: what a per-CPU counter
+/// needs, e.g. one [`Target::ThreadOnCpu`] per CPU for an inherited counter with a
+/// ring (the kernel refuses to map an inherited counter opened on every CPU, `cpu = -1`).
+///
+/// # Errors
+/// [`ErrorKind::NotFound`](crate::ErrorKind::NotFound) when the file cannot be read or
+/// parsed (no sysfs).
+pub fn online_cpus() -> Result<Vec<i32>> {
+    const PATH: &str = "/sys/devices/system/cpu/online";
+    let text = std::fs::read_to_string(PATH).map_err(|e| {
+        crate::Error::new(
+            crate::ErrorKind::NotFound,
+            format!("read {PATH}"),
+            e.to_string(),
+        )
+        .with_fix("mount sysfs on /sys")
+    })?;
+    parse_cpu_list(&text).ok_or_else(|| {
+        crate::Error::new(
+            crate::ErrorKind::NotFound,
+            format!("read {PATH}"),
+            format!("not a CPU list: {:?}", text.trim()),
+        )
+    })
+}
+
+/// Parses a kernel CPU list such as `0-3,6,8-9` (`None` if malformed).
+pub fn parse_cpu_list(text: &str) -> Option<Vec<i32>> {
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (i32, i32) = (a.parse().ok()?, b.parse().ok()?);
+                if a > b {
+                    return None;
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(part.parse().ok()?),
+        }
+    }
+    Some(cpus)
+}
+
 /// An open perf_event: counts, overflows per its period, and is controlled by ioctls.
 ///
 /// Dropping it closes the fd, which stops the event and frees its kernel state.
@@ -288,5 +356,20 @@ pub(crate) fn scale(value: u64, enabled: Option<u64>, running: Option<u64>) -> f
         (Some(e), Some(r)) if r > 0 && r < e => value as f64 * (e as f64 / r as f64),
         (Some(_), Some(0)) => 0.0,
         _ => value as f64,
+    }
+}
+
+#[cfg(test)]
+mod cpu_list_tests {
+    use super::parse_cpu_list;
+
+    #[test]
+    fn cpu_lists_parse() {
+        assert_eq!(parse_cpu_list("0-1\n"), Some(vec![0, 1]));
+        assert_eq!(parse_cpu_list("0,2-4,7"), Some(vec![0, 2, 3, 4, 7]));
+        assert_eq!(parse_cpu_list("3"), Some(vec![3]));
+        assert_eq!(parse_cpu_list("2-1"), None);
+        assert_eq!(parse_cpu_list("x"), None);
+        assert!(super::online_cpus().unwrap().contains(&0));
     }
 }
