@@ -3,6 +3,7 @@
 //!
 //! Each group: `perfring` and `raw`; one iteration = one call of the breakpointed
 //! function = one overflow = one notification handled.
+#![deny(clippy::undocumented_unsafe_blocks)]
 #![allow(unsafe_code, missing_docs, clippy::undocumented_unsafe_blocks)]
 
 use std::hint::black_box;
@@ -33,6 +34,7 @@ fn hit() {
 
 /// Raw `perf_event_open` of an execute breakpoint with period 1.
 fn raw_open(sigtrap: bool) -> OwnedFd {
+    // SAFETY: perf_event_attr is plain integers (zerocopy FromZeros): all-zero is valid.
     let mut attr: sys::perf_event_attr = unsafe { std::mem::zeroed() };
     attr.size = std::mem::size_of::<sys::perf_event_attr>() as u32;
     attr.type_ = sys::PERF_TYPE_BREAKPOINT;
@@ -48,6 +50,7 @@ fn raw_open(sigtrap: bool) -> OwnedFd {
         attr.set_remove_on_exec(1);
         attr.sig_data = 0x5157;
     }
+    // SAFETY: `attr` is a valid, initialised attr of `attr.size` bytes living across the call.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_perf_event_open,
@@ -63,10 +66,12 @@ fn raw_open(sigtrap: bool) -> OwnedFd {
         "perf_event_open: {}",
         std::io::Error::last_os_error()
     );
+    // SAFETY: a non-negative perf_event_open return is a new fd owned by nobody else.
     unsafe { OwnedFd::from_raw_fd(fd as i32) }
 }
 
 fn ioctl(fd: &OwnedFd, req: u64) {
+    // SAFETY: the perf ioctls used here take an integer argument; the fd is open.
     assert_eq!(unsafe { libc::ioctl(fd.as_raw_fd(), req as _, 0) }, 0);
 }
 
@@ -101,6 +106,7 @@ fn poll(c: &mut Criterion) {
         let fd = raw_open(false);
         let page = 4096usize;
         let len = page * 9;
+        // SAFETY: maps 1 + 8 pages of an open perf fd; the result is checked below.
         let map = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
@@ -113,19 +119,26 @@ fn poll(c: &mut Criterion) {
         };
         assert_ne!(map, libc::MAP_FAILED);
         let ctl = map as *mut sys::perf_event_mmap_page;
+        // SAFETY: the mapping starts with the control page; data_head/data_tail are
+        // 8-aligned u64s the kernel accesses atomically, valid until munmap below.
         let head = unsafe { AtomicU64::from_ptr(std::ptr::addr_of_mut!((*ctl).data_head)) };
+        // SAFETY: as for data_head.
         let tail = unsafe { AtomicU64::from_ptr(std::ptr::addr_of_mut!((*ctl).data_tail)) };
+        // SAFETY: epoll_create1 takes only flags.
         let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         let mut ev = libc::epoll_event {
             events: libc::EPOLLIN as u32,
             u64: 1,
         };
+        // SAFETY: `ep` and the perf fd are open; `ev` is a valid epoll_event.
         unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd.as_raw_fd(), &mut ev) };
         ioctl(&fd, sys::ioctl::ENABLE);
         let mut out = [libc::epoll_event { events: 0, u64: 0 }; 4];
+        // SAFETY: the data area starts one page into the 9-page mapping.
         let data = unsafe { (map as *const u8).add(page) };
         b.iter(|| {
             hit();
+            // SAFETY: `out` has room for the 4 events epoll_wait may write.
             let n = unsafe { libc::epoll_wait(ep, out.as_mut_ptr(), 4, 0) };
             let mut records = 0u64;
             if n > 0 {
@@ -133,7 +146,10 @@ fn poll(c: &mut Criterion) {
                 let mut t = tail.load(Ordering::Relaxed);
                 while t < h {
                     let at = (t as usize) & (8 * page - 1);
+                    // SAFETY: `at` is an 8-aligned offset inside the 8-page data area and the
+                    // header there is published (before `h`); headers never wrap.
                     let size = unsafe { (data.add(at + 6) as *const u16).read() };
+                    // SAFETY: as above.
                     black_box(unsafe { (data.add(at) as *const u32).read() });
                     t += u64::from(size);
                     records += 1;
@@ -143,7 +159,9 @@ fn poll(c: &mut Criterion) {
             records
         });
         ioctl(&fd, sys::ioctl::DISABLE);
+        // SAFETY: `ep` is ours and closed once.
         unsafe { libc::close(ep) };
+        // SAFETY: `map`/`len` are the mapping made above; nothing uses it afterwards.
         unsafe { libc::munmap(map, len) };
     });
     g.finish();
@@ -156,14 +174,18 @@ extern "C" fn raw_handler(_: libc::c_int, _: *mut libc::siginfo_t, _: *mut libc:
 }
 
 fn raw_sigaction(signo: i32) {
+    // SAFETY: an all-zero sigaction is valid (SIG_DFL, empty mask, no flags).
     let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
     act.sa_sigaction = raw_handler as *const () as usize;
     act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+    // SAFETY: `sa_mask` is a valid sigset_t to clear.
     unsafe { libc::sigemptyset(&mut act.sa_mask) };
+    // SAFETY: `act` is a valid sigaction whose handler is async-signal-safe (one atomic).
     unsafe { libc::sigaction(signo, &act, std::ptr::null_mut()) };
 }
 
 fn restore_default(signo: i32) {
+    // SAFETY: restoring the default action has no memory-safety preconditions.
     unsafe { libc::signal(signo, libc::SIG_DFL) };
 }
 
@@ -176,8 +198,10 @@ fn thread_signal(c: &mut Criterion) {
         let fd = raw_open(false);
         let owner = sys::f_owner_ex {
             type_: sys::F_OWNER_TID as i32,
+            // SAFETY: gettid has no preconditions.
             pid: unsafe { libc::gettid() },
         };
+        // SAFETY: fcntl on an open fd; F_SETOWN_EX reads the f_owner_ex living across it.
         unsafe {
             libc::fcntl(fd.as_raw_fd(), sys::F_SETSIG as i32, signo);
             libc::fcntl(fd.as_raw_fd(), sys::F_SETOWN_EX as i32, &owner);
