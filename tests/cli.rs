@@ -1,22 +1,15 @@
 //! The `perfring` binary: usage, exit codes, and `explain`'s view of the attr.
 
+mod util;
+
+use util::{perfring, stderr};
+
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn perfring(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_perfring"))
-        .args(args)
-        .output()
-        .expect("run perfring")
-}
-
 fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8(out.stderr.clone()).unwrap()
 }
 
 fn explain_json(args: &[&str]) -> Value {

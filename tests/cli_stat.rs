@@ -3,22 +3,13 @@
 
 mod util;
 
+use util::{perfring, stderr};
+
 use std::process::{Command, Output};
 
 use serde_json::Value;
 
 const N: u64 = 11;
-
-fn perfring(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_perfring"))
-        .args(args)
-        .output()
-        .expect("run perfring")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 fn stat_json(args: &[&str]) -> (Value, Output) {
     let mut all = vec!["stat", "--json"];

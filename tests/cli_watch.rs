@@ -3,21 +3,12 @@
 
 mod util;
 
+use util::{perfring, stderr};
+
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-
-fn perfring(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_perfring"))
-        .args(args)
-        .output()
-        .expect("run perfring")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 /// `perfring watch --json ARGS`: the overflow objects and the summary.
 fn watch_json(args: &[&str]) -> (Vec<Value>, Value, Output) {

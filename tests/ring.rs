@@ -213,3 +213,41 @@ fn rdpmc_reads_a_hardware_counter_without_a_syscall() {
     let r = ring.read_self();
     assert!(r.is_err(), "disabled: index 0");
 }
+
+#[test]
+fn an_inherited_task_counter_is_read_through_an_anchor_ring() {
+    let counter = Counter::builder_for(target_breakpoint())
+        .period(100)
+        .sample(SampleType::IP | SampleType::TID)
+        .inherit(true)
+        .open()
+        .unwrap();
+    let refused = Ring::map(&counter, RingSize::Pages(4)).unwrap_err();
+    assert_eq!(
+        refused.kind(),
+        perfring::ErrorKind::InvalidArgument,
+        "{refused}"
+    );
+    let (_anchor, mut ring) = Ring::map_inherited(&counter, RingSize::Pages(16)).unwrap();
+    counter.enable().unwrap();
+    call_target(10_000);
+    // A thread created after the counter inherits it; its records arrive here too.
+    let child = std::thread::spawn(|| {
+        call_target(5_000);
+        gettid()
+    })
+    .join()
+    .unwrap();
+    counter.disable().unwrap();
+    let mut per_tid = std::collections::HashMap::new();
+    let mut batch = ring.batch();
+    while let Some(rec) = batch.next() {
+        let rec = rec.unwrap();
+        assert_eq!(rec.kind(), sys::PERF_RECORD_SAMPLE);
+        assert_eq!(u64_at(rec.bytes(), 8), target_addr());
+        let tid = u32::from_ne_bytes(rec.bytes()[20..24].try_into().unwrap());
+        *per_tid.entry(tid).or_insert(0) += 1;
+    }
+    assert_eq!(per_tid.get(&gettid()), Some(&100));
+    assert_eq!(per_tid.get(&child), Some(&50));
+}

@@ -73,6 +73,8 @@ struct Summary {
     exec_runs: Option<u64>,
     exec_dropped: u64,
     signal_failures: u64,
+    /// Records the decoder rejected (a kernel/decoder disagreement; never expected).
+    undecoded: u64,
 }
 
 /// One overflow, decoded.
@@ -232,6 +234,8 @@ struct State<'a> {
     out: std::io::BufWriter<std::io::StdoutLock<'static>>,
     exec: Option<ExecWorker>,
     signal_failures: u64,
+    /// Records the decoder rejected (a kernel/decoder disagreement; never expected).
+    undecoded: u64,
     /// Set by a record that ends the watch (`--stop-at`, `--stop-after`, closed stdout).
     end: Option<End>,
     /// The command's exit code once it was reaped.
@@ -252,6 +256,7 @@ impl State<'_> {
             return;
         };
         let Ok(rec) = Record::parse(raw.bytes(), &ev.layout) else {
+            self.undecoded += 1;
             return;
         };
         let RecordKind::Sample(s) = rec.kind() else {
@@ -421,18 +426,15 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
         (None, None, None) => unreachable!("parse_watch requires a target"),
     };
     let spawned = stopped.is_some();
-    // An inherited counter cannot be mapped on every CPU at once (EINVAL): open one per
-    // CPU, as perf does. A budget needs a non-inherited counter (REFRESH is EINVAL on
-    // inherited ones), so it watches the one thread.
+    // A command's counters are inherited by its threads and children; the kernel will
+    // not map an inherited per-task counter, so its records go to an anchor ring
+    // (Ring::map_inherited), which keeps one period per task (exact N/P however the
+    // task migrates, unlike per-CPU counters). A budget needs a non-inherited counter
+    // (REFRESH is EINVAL on inherited ones), so it watches the one thread.
     let inherit = spawned && args.budget.is_none();
     // -p: every thread the process has now (an inherited counter on the main thread
     // would only see threads created later).
     let targets = match (target, args.pid) {
-        (Target::Thread(pid), _) if inherit => perfring::counter::online_cpus()
-            .map_err(Failure::Runtime)?
-            .into_iter()
-            .map(|cpu| Target::ThreadOnCpu(pid, cpu))
-            .collect(),
         (_, Some(pid)) => launch::threads(pid)
             .map_err(Failure::Runtime)?
             .into_iter()
@@ -445,6 +447,8 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     let mut budgets = Vec::new();
     let mut events = Vec::new();
     let mut token_event = Vec::new();
+    // Inherited counters whose records go to an anchor's ring: alive until the end.
+    let mut inherited = Vec::new();
     for (i, (b, spec)) in builders.drain(..).zip(&specs).enumerate() {
         // Opened disabled; a command's counters start at its exec, others once every
         // ring is mapped and registered (below), so no early overflow goes unrecorded.
@@ -464,7 +468,15 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
                 }
                 None => b.open().map_err(Failure::Runtime)?,
             };
-            let ring = Ring::map(&counter, size).map_err(Failure::Runtime)?;
+            let (counter, ring) = if inherit {
+                let (anchor, ring) =
+                    Ring::map_inherited(&counter, size).map_err(Failure::Runtime)?;
+                inherited.push(counter);
+                (anchor, ring)
+            } else {
+                let ring = Ring::map(&counter, size).map_err(Failure::Runtime)?;
+                (counter, ring)
+            };
             poller
                 .register(Token(token_event.len() as u64), counter, ring)
                 .map_err(Failure::Runtime)?;
@@ -536,6 +548,7 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
         out: std::io::BufWriter::new(std::io::stdout().lock()),
         exec,
         signal_failures: 0,
+        undecoded: 0,
         end: None,
         exit_code: None,
         status: std::io::stderr().is_terminal().then(|| StatusLine {
@@ -564,6 +577,7 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
         duration: started.elapsed(),
         exit_code,
         signal_failures: state.signal_failures,
+        undecoded: state.undecoded,
         ..Summary::default()
     };
     for t in 0..state.token_event.len() {
@@ -797,6 +811,12 @@ fn summary_text(s: &Summary) -> String {
             s.signal_failures
         );
     }
+    if s.undecoded > 0 {
+        out += &format!(
+            "\n{} records could not be decoded and were skipped",
+            s.undecoded
+        );
+    }
     if s.lost > 0 {
         out += "\nrecords were lost: raise -m PAGES or the period (-c)";
     }
@@ -819,6 +839,9 @@ fn summary_json(s: &Summary) -> Json {
     }
     if s.signal_failures > 0 {
         fields.push(("signal_failures", Json::Uint(s.signal_failures)));
+    }
+    if s.undecoded > 0 {
+        fields.push(("undecoded", Json::Uint(s.undecoded)));
     }
     Json::object(fields)
 }

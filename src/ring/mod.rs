@@ -155,6 +155,49 @@ impl Ring {
         Ring::map_fd(counter.as_fd(), counter.event().name(), size)
     }
 
+    /// A ring for an inherited per-task counter (`inherit` with no CPU), which the
+    /// kernel refuses to map directly (`EINVAL`: every inheriting thread would write to
+    /// one buffer). perfring opens a `dummy` counter on the same task as the ring's
+    /// owner, maps it, and redirects `counter` into it with `SET_OUTPUT`; the records
+    /// of `counter` and of every thread and child that inherits it then arrive in the
+    /// returned ring. Keep the returned anchor (and `counter`) alive as long as the ring.
+    ///
+    /// Unlike one inherited counter per CPU (what `perf record` does), each task keeps
+    /// one period: a single-threaded program overflows exactly every `period` events
+    /// however often it migrates between CPUs.
+    ///
+    /// # Errors
+    /// As [`map`](Self::map) and [`Counter::set_output`]; [`ErrorKind::InvalidArgument`]
+    /// for a counter that watches a CPU.
+    pub fn map_inherited(counter: &Counter, size: RingSize) -> Result<(Counter, Ring)> {
+        use crate::counter::{Builder, SampleType, Target};
+        use crate::event::{Event, Software};
+        let target = counter.target();
+        if matches!(target, Target::Cpu(_) | Target::ThreadOnCpu(..)) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("Ring::map_inherited({})", counter.event().name()),
+                "the counter watches a CPU; per-CPU counters can be mapped directly",
+            )
+            .with_fix("use Ring::map"));
+        }
+        let attr = counter.attr();
+        // The anchor never overflows (dummy); it only owns the buffer. Same sample_type
+        // and sample_id_all, so the ring's records are all laid out alike.
+        let mut anchor = Builder::new(Event::software(Software::Dummy))
+            .target(target)
+            .sample(SampleType::from_bits(attr.sample_type))
+            .sample_id_all(attr.sample_id_all() != 0)
+            .exclude_kernel(true);
+        // SET_OUTPUT refuses events on different clocks.
+        anchor.attr_mut().set_use_clockid(attr.use_clockid());
+        anchor.attr_mut().clockid = attr.clockid;
+        let anchor = anchor.open()?;
+        let ring = Ring::map(&anchor, size)?;
+        counter.set_output(anchor.as_fd())?;
+        Ok((anchor, ring))
+    }
+
     /// [`map`](Self::map) for any perf_event fd.
     pub fn map_fd(fd: std::os::fd::BorrowedFd<'_>, event: &str, size: RingSize) -> Result<Ring> {
         let page = page_size();

@@ -116,3 +116,16 @@ pub fn c_program(pie: bool) -> std::path::PathBuf {
         })
         .clone()
 }
+
+/// Runs the built `perfring` binary with `args`, capturing its output.
+pub fn perfring(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_perfring"))
+        .args(args)
+        .output()
+        .expect("run perfring")
+}
+
+/// A command's stderr as text.
+pub fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
