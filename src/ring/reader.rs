@@ -189,6 +189,17 @@ macro_rules! lending_reader {
 /// space to the kernel: when the batch is dropped, `data_tail` is stored (Release) at
 /// the end of the last record yielded. `std::mem::forget` on a batch leaves the tail
 /// where it was, so the same records are read again.
+///
+/// Keeping a record past its batch does not compile:
+/// ```compile_fail
+/// fn keep(ring: &mut perfring::ring::Ring) -> usize {
+///     let kept = {
+///         let mut batch = ring.batch();
+///         batch.next().unwrap().unwrap() // borrows `batch`...
+///     }; // ...which is dropped here, returning the record's space to the kernel
+///     kept.bytes().len()
+/// }
+/// ```
 pub struct Batch<'r> {
     ring: &'r mut Ring,
     cursor: Cursor,
