@@ -373,3 +373,47 @@ mod cpu_list_tests {
         assert!(super::online_cpus().unwrap().contains(&0));
     }
 }
+
+#[cfg(test)]
+mod read_tests {
+    use super::{Count, GroupCounts, ReadFormat};
+
+    /// Multiplexing cannot be provoked without a hardware PMU (software events are never
+    /// multiplexed), so the reads are checked on words laid out as the kernel writes them.
+    #[test]
+    fn multiplexed_counts_scale_like_perf_stat() {
+        let f = ReadFormat::TOTAL_TIME_ENABLED | ReadFormat::TOTAL_TIME_RUNNING | ReadFormat::ID;
+        let c = Count::parse(&[1000, 400, 100, 7], f).unwrap();
+        assert_eq!(
+            (c.value, c.time_enabled, c.time_running, c.id),
+            (1000, Some(400), Some(100), Some(7))
+        );
+        assert_eq!(c.scaled(), 4000.0, "ran a quarter of the time");
+        assert_eq!(
+            Count::parse(&[5, 10, 0, 7], f).unwrap().scaled(),
+            0.0,
+            "never ran"
+        );
+        assert_eq!(Count::parse(&[5, 10, 10, 7], f).unwrap().scaled(), 5.0);
+        assert!(Count::parse(&[5, 10], f).is_none(), "short read");
+
+        let g = f | ReadFormat::GROUP | ReadFormat::LOST;
+        // nr, enabled, running, then {value, id, lost} per member.
+        let words = [2, 300, 100, 11, 1, 0, 22, 2, 5];
+        let counts = GroupCounts::parse(&words, g).unwrap();
+        assert_eq!(counts.values.len(), 2);
+        assert_eq!(
+            (
+                counts.values[1].value,
+                counts.values[1].id,
+                counts.values[1].lost
+            ),
+            (22, Some(2), Some(5))
+        );
+        assert_eq!(counts.scaled(0), Some(33.0));
+        assert!(
+            GroupCounts::parse(&words[..8], g).is_none(),
+            "short group read"
+        );
+    }
+}
