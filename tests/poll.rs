@@ -55,14 +55,9 @@ fn thread_breakpoint(
     std::sync::mpsc::Sender<()>,
     std::thread::JoinHandle<()>,
 ) {
-    let (tx_tid, rx_tid) = std::sync::mpsc::channel();
-    let (tx_go, rx_go) = std::sync::mpsc::channel::<()>();
-    let h = std::thread::spawn(move || {
-        tx_tid.send(gettid()).unwrap();
-        rx_go.recv().unwrap();
+    let (tid, tx_go, h) = gated_thread(|| {
         call_target(10_000);
     });
-    let tid = rx_tid.recv().unwrap();
     let counter = f(bp_counter(period).target(Target::Thread(tid as i32)))
         .enabled(true)
         .open()

@@ -129,3 +129,18 @@ pub fn perfring(args: &[&str]) -> std::process::Output {
 pub fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
+
+/// Starts a thread that reports its tid, then waits for a go before running `work`,
+/// so a counter can be opened on it first. Returns the tid, the go signal and the handle.
+pub fn gated_thread<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> (u32, std::sync::mpsc::Sender<()>, std::thread::JoinHandle<T>) {
+    let (tx_tid, rx_tid) = std::sync::mpsc::channel();
+    let (tx_go, rx_go) = std::sync::mpsc::channel::<()>();
+    let h = std::thread::spawn(move || {
+        tx_tid.send(gettid()).unwrap();
+        rx_go.recv().unwrap();
+        work()
+    });
+    (rx_tid.recv().unwrap(), tx_go, h)
+}
