@@ -31,7 +31,7 @@ pub mod tokio;
 pub use budget::{Budget, Rearm};
 pub use poll::Poller;
 pub use siginfo::SigInfo;
-pub use signal::{NotifyQueue, SignalCounter, ThreadSignal};
+pub use signal::{NotifyQueue, Owner, SignalCounter, SignalOptions, ThreadSignal};
 pub use sigtrap::{Sigtrap, SigtrapCounter, SigtrapInfo};
 
 use crate::ring::RingStats;

@@ -189,6 +189,12 @@ impl Sigtrap {
         REGISTRY.stray.load(SeqCst)
     }
 
+    /// Registry keys (`sig_data`s) live right now, old keys kept by
+    /// [`SigtrapCounter::set_sig_data`] included.
+    pub fn registered() -> usize {
+        REGISTRY.live()
+    }
+
     /// Routes `counter`'s SIGTRAPs (keyed by its `sig_data`) to `handler`.
     ///
     /// # Errors
@@ -229,6 +235,8 @@ impl Sigtrap {
             counter,
             slot,
             key,
+            old_keys: Vec::new(),
+            released_hits: 0,
             _queue: queue,
             live: true,
         })
@@ -240,8 +248,12 @@ impl Sigtrap {
 /// already on its way is then ignored as stray.
 pub struct SigtrapCounter {
     counter: Counter,
-    slot: usize,
+    slot: u32,
     key: u64,
+    /// `(sig_data, slot)` of keys replaced by `set_sig_data`, still routed here.
+    old_keys: Vec<(u64, u32)>,
+    /// Hits of old keys already released.
+    released_hits: u64,
     _queue: Option<Arc<NotifyQueue>>,
     live: bool,
 }
@@ -267,9 +279,111 @@ impl SigtrapCounter {
         self.key
     }
 
-    /// SIGTRAPs received for it, on every thread.
+    /// SIGTRAPs received for it, on every thread, under its current and old `sig_data`s.
     pub fn notifications(&self) -> u64 {
-        REGISTRY.slot(self.slot).hits.load(SeqCst)
+        self.old_keys
+            .iter()
+            .map(|&(_, s)| REGISTRY.slot(s).hits.load(SeqCst))
+            .sum::<u64>()
+            + self.released_hits
+            + REGISTRY.slot(self.slot).hits.load(SeqCst)
+    }
+
+    /// `sig_data`s this counter had before [`set_sig_data`](Self::set_sig_data), still
+    /// routed to it until [`release_old_sig_data`](Self::release_old_sig_data) or drop.
+    pub fn old_sig_data(&self) -> impl Iterator<Item = u64> + '_ {
+        self.old_keys.iter().map(|&(k, _)| k)
+    }
+
+    /// `PERF_EVENT_IOC_MODIFY_ATTRIBUTES` while attached (breakpoints only, Linux 4.17;
+    /// a new `sig_data` needs Linux 5.13). A changed `attr.sig_data` re-keys the
+    /// registration; everything else (address, length, type, `disabled`) is the kernel's.
+    ///
+    /// # Ordering: no overflow lost or misdirected
+    /// 1. The new `sig_data` is claimed in the registry (same handler and data) *before*
+    ///    the ioctl, so a SIGTRAP carrying it finds this counter from the first one.
+    /// 2. The old `sig_data` stays registered to this counter *after* the ioctl: the
+    ///    kernel reads `sig_data` when it delivers (`perf_sigtrap`), and a thread of an
+    ///    inherited counter may still have a trap from before the change on its way.
+    ///    Both keys name this counter, so whichever a trap carries, it is counted here
+    ///    and the callback sees that key as `token`.
+    /// 3. Claiming a key that another counter holds fails *before* the kernel is told,
+    ///    so a trap is never routed to a stranger's slot.
+    ///
+    /// Old keys are released on drop or with
+    /// [`release_old_sig_data`](Self::release_old_sig_data).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Busy`] if the new `sig_data` is attached elsewhere; the ioctl's error
+    /// (e.g. `EOPNOTSUPP` for a non-breakpoint counter) with the registration unchanged.
+    #[doc(alias = "PERF_EVENT_IOC_MODIFY_ATTRIBUTES")]
+    pub fn modify_attributes(&mut self, attr: &sys::perf_event_attr) -> Result<()> {
+        let new_key = attr.sig_data;
+        if new_key == self.key || attr.sigtrap() == 0 {
+            return self.counter.modify_attributes(attr);
+        }
+        let op = || {
+            format!(
+                "SigtrapCounter::modify_attributes({})",
+                self.counter.event().name()
+            )
+        };
+        // Re-use a slot this counter still holds for `new_key` (switching back).
+        if let Some(pos) = self.old_keys.iter().position(|&(k, _)| k == new_key) {
+            self.counter.modify_attributes(attr)?;
+            let (_, s) = self.old_keys.swap_remove(pos);
+            self.old_keys.push((self.key, self.slot));
+            self.slot = s;
+            self.key = new_key;
+            return Ok(());
+        }
+        let cur = REGISTRY.slot(self.slot);
+        let slot = REGISTRY
+            .claim(
+                new_key,
+                new_key,
+                cur.callback.load(SeqCst),
+                cur.data.load(SeqCst),
+            )
+            .map_err(|()| {
+                Error::new(
+                    ErrorKind::Busy,
+                    op(),
+                    format!("sig_data {new_key:#x} is already attached"),
+                )
+                .with_fix("give each sigtrap counter its own sig_data")
+            })?
+            .ok_or_else(|| Error::new(ErrorKind::Busy, op(), "the sigtrap registry is full"))?;
+        if let Err(e) = self.counter.modify_attributes(attr) {
+            REGISTRY.retire(slot);
+            return Err(e);
+        }
+        self.old_keys.push((self.key, self.slot));
+        self.slot = slot;
+        self.key = new_key;
+        Ok(())
+    }
+
+    /// Gives the attached counter a new `sig_data` in place (see
+    /// [`modify_attributes`](Self::modify_attributes) for the ordering argument).
+    ///
+    /// # Errors
+    /// As [`modify_attributes`](Self::modify_attributes).
+    pub fn set_sig_data(&mut self, sig_data: u64) -> Result<()> {
+        let mut attr = *self.counter.attr();
+        attr.sig_data = sig_data;
+        self.modify_attributes(&attr)
+    }
+
+    /// Stops routing the old `sig_data`s to this counter (their counts stay in
+    /// [`notifications`](Self::notifications)). Call it once no trap from before the
+    /// change can still be on its way (e.g. every thread has run since, or the counter
+    /// was disabled); a late one is then counted as [`Sigtrap::stray`].
+    pub fn release_old_sig_data(&mut self) {
+        for (_, s) in self.old_keys.drain(..) {
+            let (hits, _) = REGISTRY.retire(s);
+            self.released_hits += hits;
+        }
     }
 
     /// SIGTRAP counts plus a ring's totals.
@@ -287,6 +401,7 @@ impl SigtrapCounter {
         if self.live {
             self.live = false;
             let _ = self.counter.disable();
+            self.release_old_sig_data();
             REGISTRY.retire(self.slot);
         }
     }
