@@ -84,7 +84,10 @@ fn check_threads(all_registered: &[usize]) {
     assert_eq!(MISDIRECTED.load(SeqCst), 0);
     assert_eq!(UNKNOWN.load(SeqCst), 0);
     // Every thread saw all THREADS registrations live at once.
-    assert!(all_registered.iter().all(|&n| n >= THREADS), "{all_registered:?}");
+    assert!(
+        all_registered.iter().all(|&n| n >= THREADS),
+        "{all_registered:?}"
+    );
 }
 
 /// Runs `THREADS` threads; each calls `attach(i)` for a registration, waits until all
@@ -140,9 +143,7 @@ fn a_thousand_threads_each_get_exactly_their_own_sigtraps() {
                 .sigtrap(KEY_BASE + i as u64)
                 .open()
                 .unwrap();
-            let c = trap
-                .attach(c, TrapHandler::Callback(on_trap, 0))
-                .unwrap();
+            let c = trap.attach(c, TrapHandler::Callback(on_trap, 0)).unwrap();
             c.counter().enable().unwrap();
             c
         },
@@ -230,7 +231,11 @@ fn ten_thousand_registered_thread_signal_counters_one_firing_exact_then_empty() 
     assert_eq!(ThreadSignal::stray(), stray);
     drop(firing);
     drop(quiet);
-    assert_eq!(ThreadSignal::registered(), before, "the registry is empty again");
+    assert_eq!(
+        ThreadSignal::registered(),
+        before,
+        "the registry is empty again"
+    );
     // And it takes them again (freed slots are reused).
     let again = Counter::builder_for(target_breakpoint())
         .period(10)

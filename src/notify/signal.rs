@@ -787,7 +787,8 @@ impl SignalCounter {
     }
 
     /// `PERF_EVENT_IOC_MODIFY_ATTRIBUTES` while attached (breakpoints: new address,
-    /// length, type, `disabled`; Linux 4.17).
+    /// length, type, `disabled`; Linux 4.17). The kernel sets the breakpoint's state
+    /// from `attr.disabled`: clear it to keep the counter running.
     ///
     /// No overflow is lost or misdirected: the registration is keyed by the fd, which
     /// does not change, and `O_ASYNC` stays set throughout, so an overflow before the

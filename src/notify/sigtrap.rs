@@ -298,6 +298,8 @@ impl SigtrapCounter {
     /// `PERF_EVENT_IOC_MODIFY_ATTRIBUTES` while attached (breakpoints only, Linux 4.17;
     /// a new `sig_data` needs Linux 5.13). A changed `attr.sig_data` re-keys the
     /// registration; everything else (address, length, type, `disabled`) is the kernel's.
+    /// Note that the kernel sets the breakpoint's state from `attr.disabled`: clear it
+    /// to keep the counter running (a builder's attr has it set).
     ///
     /// # Ordering: no overflow lost or misdirected
     /// 1. The new `sig_data` is claimed in the registry (same handler and data) *before*
@@ -364,14 +366,17 @@ impl SigtrapCounter {
         Ok(())
     }
 
-    /// Gives the attached counter a new `sig_data` in place (see
-    /// [`modify_attributes`](Self::modify_attributes) for the ordering argument).
+    /// Gives the attached breakpoint counter a new `sig_data` in place, leaving it
+    /// enabled or disabled as `enabled` says (`MODIFY_ATTRIBUTES` sets a breakpoint's
+    /// state from `attr.disabled`). See [`modify_attributes`](Self::modify_attributes)
+    /// for why no trap is lost or misdirected.
     ///
     /// # Errors
     /// As [`modify_attributes`](Self::modify_attributes).
-    pub fn set_sig_data(&mut self, sig_data: u64) -> Result<()> {
+    pub fn set_sig_data(&mut self, sig_data: u64, enabled: bool) -> Result<()> {
         let mut attr = *self.counter.attr();
         attr.sig_data = sig_data;
+        attr.set_disabled((!enabled).into());
         self.modify_attributes(&attr)
     }
 
