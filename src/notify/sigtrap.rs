@@ -9,7 +9,12 @@
 //! process with one fd (PITFALLS 6). `remove_on_exec` (set by the builder) keeps an
 //! exec'd program from dying of a signal it never asked for (PITFALLS 7).
 //!
-//! The handler dispatches on `si_perf_data` through a lock-free registry; any other
+//! SIGTRAP is a standard signal: two `TRAP_PERF`s raised by one instruction (two
+//! counters overflowing on the same access) coalesce into one delivery — give counters
+//! that must be told apart different instructions, or count from their rings.
+//!
+//! The handler dispatches on `si_perf_data` through a growable lock-free registry
+//! (≥ 10,000 counters, O(1) lookup; `registry.rs`); any other
 //! `SIGTRAP` (`si_code != TRAP_PERF`: a debugger's breakpoint, `kill`) goes to the
 //! previous handler, or, if that was `SIG_DFL`, is re-raised with the default action.
 //!
