@@ -792,7 +792,9 @@ impl SignalCounter {
     ///
     /// No overflow is lost or misdirected: the registration is keyed by the fd, which
     /// does not change, and `O_ASYNC` stays set throughout, so an overflow before the
-    /// ioctl, during it or after it signals the same fd and finds the same slot.
+    /// ioctl, during it or after it signals the same fd and finds the same slot. (The
+    /// kernel disables the breakpoint for the instant of the ioctl: an access racing
+    /// with it is neither counted nor signalled.)
     ///
     /// # Errors
     /// As [`Counter::modify_attributes`]; the registration is unchanged on error.

@@ -317,6 +317,12 @@ impl SigtrapCounter {
     /// 3. Claiming a key that another counter holds fails *before* the kernel is told,
     ///    so a trap is never routed to a stranger's slot.
     ///
+    /// What the kernel does not count is not notified either: it disables a breakpoint
+    /// for the instant of the ioctl (`perf_event_modify_breakpoint`), so an access by
+    /// another thread racing with it is neither counted nor trapped. Every overflow it
+    /// does count is delivered and routed here (`tests/signal_options.rs` checks traps
+    /// == count while threads write and the key flips).
+    ///
     /// Old keys are released on drop or with
     /// [`release_old_sig_data`](Self::release_old_sig_data).
     ///
@@ -403,6 +409,9 @@ impl SigtrapCounter {
 
     /// Gives the counter a new budget, reopening it when the budget says so (same
     /// `sig_data`, so the registration stays). Returns `true` if the fd changed.
+    ///
+    /// A reopened counter takes the budget builder's `sig_data`: after
+    /// [`set_sig_data`](Self::set_sig_data), build the budget with the new one.
     pub fn rearm(&mut self, budget: &Budget) -> Result<bool> {
         budget.rearm(&mut self.counter)
     }
