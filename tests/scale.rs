@@ -247,3 +247,39 @@ fn ten_thousand_registered_thread_signal_counters_one_firing_exact_then_empty() 
     again.counter().disable().unwrap();
     assert_eq!(again.notifications(), 5);
 }
+
+#[test]
+fn ten_thousand_registered_sigtrap_counters_one_firing_exact_then_empty() {
+    const N: usize = 10_000;
+    let _s = serial();
+    let trap = Sigtrap::install().unwrap();
+    let before = Sigtrap::registered();
+    let stray = Sigtrap::stray();
+    let quiet: Vec<_> = (0..N)
+        .map(|i| {
+            let c = Counter::builder("dummy")
+                .unwrap()
+                .period(1)
+                .sigtrap(KEY_BASE + 0x10_0000 + i as u64)
+                .open()
+                .unwrap();
+            trap.attach(c, TrapHandler::Count).unwrap()
+        })
+        .collect();
+    let firing = Counter::builder_for(target_breakpoint())
+        .period(10)
+        .sigtrap(0xf1f1)
+        .open()
+        .unwrap();
+    let firing = trap.attach(firing, TrapHandler::Count).unwrap();
+    assert_eq!(Sigtrap::registered(), before + N + 1);
+    firing.counter().enable().unwrap();
+    call_target(1000);
+    firing.counter().disable().unwrap();
+    assert_eq!(firing.notifications(), 100);
+    assert!(quiet.iter().all(|c| c.notifications() == 0));
+    assert_eq!(Sigtrap::stray(), stray);
+    drop(firing);
+    drop(quiet);
+    assert_eq!(Sigtrap::registered(), before, "the registry is empty again");
+}

@@ -399,3 +399,20 @@ fn sig_data_flips_while_threads_overflow_lose_no_trap() {
     assert_eq!(STRESS_BAD.load(SeqCst), 0);
     assert_eq!(Sigtrap::stray(), stray, "no trap went unrouted");
 }
+
+#[test]
+fn a_free_signal_is_picked_per_sa_restart_choice() {
+    let _s = serial();
+    let restarting = ThreadSignal::builder().install().unwrap();
+    let interrupting = ThreadSignal::builder().restart(false).install().unwrap();
+    assert_ne!(restarting.signo(), interrupting.signo());
+    assert!(restarting.restarts());
+    assert!(!interrupting.restarts());
+    // Asking again finds the same ones, without flipping either.
+    assert_eq!(ThreadSignal::builder().install().unwrap(), restarting);
+    assert_eq!(
+        ThreadSignal::builder().restart(false).install().unwrap(),
+        interrupting
+    );
+    assert!(restarting.restarts() && !interrupting.restarts());
+}

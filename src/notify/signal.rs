@@ -346,7 +346,9 @@ impl ThreadSignal {
         SignalOptions::default()
     }
 
-    /// Installs the handler as `options` say (see [`SignalOptions`]).
+    /// Installs the handler as `options` say (see [`SignalOptions`]). Without an
+    /// explicit signal it picks the first real-time signal that is free or already
+    /// perfring's with the same `SA_RESTART` choice.
     ///
     /// # Errors
     /// As [`install`](Self::install); a standard signal is accepted unless it is one the
@@ -396,8 +398,12 @@ impl ThreadSignal {
                 let mut found = None;
                 for s in min..=max {
                     let a = current_action(s)?;
-                    let ours = a.sa_sigaction == handler_addr();
-                    if ours || (a.sa_sigaction == libc::SIG_DFL && !claimed_by_signalfd(s)) {
+                    // Share a signal of ours only if its SA_RESTART choice is the same:
+                    // flipping it would change other users' blocking calls.
+                    let ours = a.sa_sigaction == handler_addr()
+                        && SIGS[s as usize].restart.load(SeqCst) == restart;
+                    let free = a.sa_sigaction == libc::SIG_DFL && !claimed_by_signalfd(s);
+                    if ours || free {
                         found = Some(s);
                         break;
                     }
