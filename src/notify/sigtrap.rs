@@ -433,6 +433,8 @@ impl SigtrapCounter {
         let counter = unsafe { std::ptr::read(&this.counter) };
         // SAFETY: as above, to release the queue handle.
         drop(unsafe { std::ptr::read(&this._queue) });
+        // SAFETY: as above, to free the (emptied) list of old keys.
+        drop(unsafe { std::ptr::read(&this.old_keys) });
         counter
     }
 
