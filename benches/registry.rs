@@ -5,7 +5,10 @@
 //! - `handler/N`: the same handler driven by a signal the thread queues to itself with
 //!   `rt_tgsigqueueinfo` and a kernel-style `si_code` (`POLL_IN` with `si_fd`, or
 //!   `TRAP_PERF` with `si_perf_data`; the kernel allows a positive `si_code` to oneself),
-//!   which leaves out the breakpoint trap so the lookup's share is larger.
+//!   which leaves out the breakpoint trap so the lookup's share is larger;
+//! - `dispatch/N`: the handler's routing (registry lookup, count) called directly with
+//!   such a siginfo (`ThreadSignal::dispatch`, `Sigtrap::dispatch`): no syscall, so the
+//!   lookup is all there is.
 //!
 //! The 9,999 other registrations are `dummy` counters on a parked helper thread, so
 //! the benchmarked thread's own perf context is the same in both runs and only the
@@ -74,13 +77,12 @@ fn filler(tid: libc::pid_t) -> perfring::Builder {
         .period(1)
 }
 
-/// Queues `signo` to the calling thread with a kernel-style siginfo filled by `fill`;
-/// the handler runs before the syscall returns.
-fn queue_to_self(
+/// A kernel-style siginfo: `signo`, `code`, and what `fill` writes.
+fn siginfo(
     signo: i32,
     code: i32,
     fill: impl FnOnce(&mut sys::siginfo__bindgen_ty_1__bindgen_ty_1),
-) {
+) -> sys::siginfo {
     // SAFETY: siginfo is integers and unions of integers/pointers: all-zero is valid.
     let mut si: sys::siginfo = unsafe { std::mem::zeroed() };
     // SAFETY: writing the struct member of the union (plain integer fields).
@@ -88,6 +90,24 @@ fn queue_to_self(
     head.si_signo = signo;
     head.si_code = code;
     fill(head);
+    si
+}
+
+/// The same bytes as libc's type, for `dispatch`.
+fn as_libc(si: sys::siginfo) -> libc::siginfo_t {
+    // SAFETY: both are the kernel's 128-byte siginfo; every bit pattern is valid for
+    // libc's (integers and padding).
+    unsafe { std::mem::transmute::<sys::siginfo, libc::siginfo_t>(si) }
+}
+
+/// Queues `signo` to the calling thread with a kernel-style siginfo filled by `fill`;
+/// the handler runs before the syscall returns.
+fn queue_to_self(
+    signo: i32,
+    code: i32,
+    fill: impl FnOnce(&mut sys::siginfo__bindgen_ty_1__bindgen_ty_1),
+) {
+    let si = siginfo(signo, code, fill);
     // SAFETY: `si` is a full 128-byte siginfo living across the call; the target is
     // this thread of this process, for which a positive si_code is allowed.
     let r = unsafe {
@@ -141,6 +161,12 @@ fn thread_signal(c: &mut Criterion) {
                 })
             })
         });
+        let info = as_libc(siginfo(sig.signo(), sys::POLL_IN as i32, |h| {
+            h._sifields._sigpoll._fd = fd;
+        }));
+        g.bench_function(BenchmarkId::new("dispatch", registered), |b| {
+            b.iter(|| assert!(sig.dispatch(black_box(&info))))
+        });
         // Every queued signal found its fd (an unknown one would count as stray).
         assert_eq!(ThreadSignal::stray(), 0);
     }
@@ -178,6 +204,12 @@ fn sigtrap(c: &mut Criterion) {
                     h._sifields._sigfault.__bindgen_anon_1._perf._type = sys::PERF_TYPE_BREAKPOINT;
                 })
             })
+        });
+        let info = as_libc(siginfo(libc::SIGTRAP, sys::TRAP_PERF as i32, |h| {
+            h._sifields._sigfault.__bindgen_anon_1._perf._data = 0x5eed_0000;
+        }));
+        g.bench_function(BenchmarkId::new("dispatch", registered), |b| {
+            b.iter(|| assert!(trap.dispatch(black_box(&info))))
         });
         // Every queued trap found its sig_data.
         assert_eq!(Sigtrap::stray(), 0);

@@ -416,3 +416,55 @@ fn a_free_signal_is_picked_per_sa_restart_choice() {
     );
     assert!(restarting.restarts() && !interrupting.restarts());
 }
+
+#[test]
+fn signals_consumed_with_sigtimedwait_dispatch_through_the_registry() {
+    let _s = serial();
+    HITS.store(0, SeqCst);
+    let sig = ThreadSignal::install(None, false).unwrap();
+    let counter = Counter::builder_for(target_breakpoint())
+        .period(10)
+        .open()
+        .unwrap();
+    EXPECT_FD.store(counter.as_raw_fd(), SeqCst);
+    let sc = sig
+        .attach(counter, Token(5), Handler::Callback(count, 0))
+        .unwrap();
+    // Block the signal: the kernel queues one per overflow for this thread.
+    // SAFETY: zeroed sigsets are valid to initialise with sigemptyset.
+    let (mut set, mut old): (libc::sigset_t, libc::sigset_t) = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` and `old` are ours; the signal number is valid.
+    unsafe {
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, sig.signo());
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+    }
+    sc.counter().enable().unwrap();
+    call_target(100);
+    sc.counter().disable().unwrap();
+    assert_eq!(HITS.load(SeqCst), 0, "blocked: nothing handled yet");
+    let zero = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    let mut routed = 0;
+    loop {
+        // SAFETY: zeroed siginfo is valid for the kernel to fill.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: valid set, info and timeout pointers.
+        if unsafe { libc::sigtimedwait(&set, &mut info, &zero) } != sig.signo() {
+            break;
+        }
+        routed += u64::from(sig.dispatch(&info));
+    }
+    // SAFETY: restores the mask saved above.
+    unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut()) };
+    assert_eq!(routed, 10);
+    assert_eq!(HITS.load(SeqCst), 10);
+    assert_eq!(sc.notifications(), 10);
+    assert_eq!(BAD_FD.load(SeqCst), 0);
+    // A siginfo not from the kernel is not routed.
+    // SAFETY: zeroed siginfo: si_code 0 (SI_USER).
+    let user: libc::siginfo_t = unsafe { std::mem::zeroed() };
+    assert!(!sig.dispatch(&user));
+}

@@ -199,6 +199,31 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     }
     // SAFETY: SA_SIGINFO handlers receive a valid siginfo for the call's duration.
     let si = unsafe { SigInfo::from_ptr(info) };
+    // SAFETY: `ctx` is the handler's third argument.
+    if unsafe { route(&si, ctx) } {
+        return;
+    }
+    if st.chain.load(SeqCst) {
+        // SAFETY: as the kernel passed them; prev_* were read by sigaction(2).
+        unsafe {
+            call_previous(
+                sig,
+                info,
+                ctx,
+                st.prev_action.load(SeqCst),
+                st.prev_flags.load(SeqCst),
+            )
+        };
+    }
+}
+
+/// Routes a kernel-sent siginfo (`si_code > 0`) to the registration of its `si_fd`:
+/// `false` (counted as stray) if it is not from the kernel or the fd is unknown.
+/// Async-signal-safe (see `on_signal`).
+///
+/// # Safety
+/// `ctx` is null or the `ucontext` a `SA_SIGINFO` handler received with `si`.
+unsafe fn route(si: &SigInfo<'_>, ctx: *mut libc::c_void) -> bool {
     let entered = if si.from_kernel() {
         REGISTRY.enter(si.fd() as u32 as u64)
     } else {
@@ -206,19 +231,7 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     };
     let Some(e) = entered else {
         REGISTRY.stray.fetch_add(1, SeqCst);
-        if st.chain.load(SeqCst) {
-            // SAFETY: as the kernel passed them; prev_* were read by sigaction(2).
-            unsafe {
-                call_previous(
-                    sig,
-                    info,
-                    ctx,
-                    st.prev_action.load(SeqCst),
-                    st.prev_flags.load(SeqCst),
-                )
-            };
-        }
-        return;
+        return false;
     };
     let kind = if si.code() == sys::POLL_HUP as i32 {
         NotifyKind::Hup
@@ -235,13 +248,14 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
             token: Token(e.slot.token.load(SeqCst)),
             kind,
             fd: si.fd(),
-            // SAFETY: `ctx` is the handler's third argument.
+            // SAFETY: `ctx` is null or the handler's third argument (caller's contract).
             ip: unsafe { interrupted_ip(ctx) },
         };
         // SAFETY: `callback` only ever holds a `Callback` stored by `attach`.
         let f: Callback = unsafe { std::mem::transmute::<usize, Callback>(cb) };
         f(&n, e.slot.data.load(SeqCst));
     }
+    true
 }
 
 fn current_action(signo: i32) -> Result<libc::sigaction> {
@@ -464,6 +478,19 @@ impl ThreadSignal {
     /// the kernel (`si_code <= 0`, e.g. `kill`) or for an fd it does not know.
     pub fn stray() -> u64 {
         REGISTRY.stray.load(SeqCst)
+    }
+
+    /// Routes a siginfo obtained outside the handler — e.g. with `sigtimedwait` or
+    /// `sigwaitinfo` by a thread that blocks the signal and consumes it synchronously —
+    /// exactly as the handler does: counts it and runs the registration's callback or
+    /// queue, in the calling context (the interrupted `ip` is unknown: 0). Returns
+    /// `false` (counted as stray, not chained) if it was not sent by the kernel
+    /// (`si_code <= 0`) or its `si_fd` is attached to no counter.
+    pub fn dispatch(&self, info: &libc::siginfo_t) -> bool {
+        // SAFETY: `info` is a live, initialised siginfo for the call (a reference).
+        let si = unsafe { SigInfo::from_ptr(info) };
+        // SAFETY: a null `ctx` is allowed (no interrupted context).
+        unsafe { route(&si, std::ptr::null_mut()) }
     }
 
     /// Counters attached right now, for every signal number (one registry serves all).

@@ -106,21 +106,31 @@ extern "C" fn on_sigtrap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut
         }
         return;
     }
+    // SAFETY: `ctx` is the handler's third argument.
+    unsafe { route_trap(&si, ctx) };
+}
+
+/// Routes a `TRAP_PERF` siginfo to its registration: `false` if none has its
+/// `si_perf_data` (counted as stray). Async-signal-safe (see `on_sigtrap`).
+///
+/// # Safety
+/// `ctx` is null or the `ucontext` a `SA_SIGINFO` handler received with `si`.
+unsafe fn route_trap(si: &SigInfo<'_>, ctx: *mut libc::c_void) -> bool {
     let Some(e) = REGISTRY.enter(si.perf_data()) else {
         // An unregistered (or just unregistered) counter: ignore, never die of it.
         REGISTRY.stray.fetch_add(1, SeqCst);
-        return;
+        return false;
     };
     e.slot.hits.fetch_add(1, SeqCst);
     let cb = e.slot.callback.load(SeqCst);
     if cb == 0 {
-        return;
+        return true;
     }
     let t = SigtrapInfo {
         token: Token(si.perf_data()),
         perf_type: si.perf_type(),
         addr: si.addr(),
-        // SAFETY: `ctx` is the handler's third argument.
+        // SAFETY: `ctx` is null or the handler's third argument (caller's contract).
         ip: unsafe { interrupted_ip(ctx) },
         flags: si.perf_flags(),
     };
@@ -140,6 +150,7 @@ extern "C" fn on_sigtrap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut
         let f: TrapCallback = unsafe { std::mem::transmute::<usize, TrapCallback>(cb) };
         f(&t, data);
     }
+    true
 }
 
 /// The installed process-wide SIGTRAP handler: attach `sigtrap` counters to it.
@@ -192,6 +203,22 @@ impl Sigtrap {
     /// `TRAP_PERF` signals whose `si_perf_data` matched no attached counter.
     pub fn stray() -> u64 {
         REGISTRY.stray.load(SeqCst)
+    }
+
+    /// Routes a `TRAP_PERF` siginfo obtained outside the handler — e.g. with
+    /// `sigtimedwait` by a thread that blocks `SIGTRAP` (the kernel then flags it
+    /// `TRAP_PERF_FLAG_ASYNC`) — exactly as the handler does: counts it and runs the
+    /// registration's callback or queue, in the calling context (the interrupted `ip`
+    /// is unknown: 0). Returns `false`, doing nothing else, for a siginfo that is not
+    /// `TRAP_PERF` or whose `si_perf_data` is attached to no counter (counted as stray).
+    pub fn dispatch(&self, info: &libc::siginfo_t) -> bool {
+        // SAFETY: `info` is a live, initialised siginfo for the call (a reference).
+        let si = unsafe { SigInfo::from_ptr(info) };
+        if si.code() != sys::TRAP_PERF as i32 {
+            return false;
+        }
+        // SAFETY: a null `ctx` is allowed (no interrupted context).
+        unsafe { route_trap(&si, std::ptr::null_mut()) }
     }
 
     /// Registry keys (`sig_data`s) live right now, old keys kept by
