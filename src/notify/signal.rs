@@ -609,6 +609,12 @@ pub enum Owner {
     /// This thread only (`F_OWNER_TID`): the default, what per-thread profilers need.
     Thread(libc::pid_t),
     /// Any thread of this process that does not block the signal (`F_OWNER_PID`).
+    ///
+    /// The thread the kernel picks runs the handler when it is next scheduled, so a
+    /// notification may still be on its way when the counter is disabled: wait for
+    /// [`SignalCounter::notifications`] to reach the ring's sample count before
+    /// dropping. A signal another thread has taken but not yet handled when the counter
+    /// is dropped is counted as [`ThreadSignal::stray`].
     Process(libc::pid_t),
 }
 
