@@ -18,6 +18,25 @@ fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64) -> u64 {
     old
 }
 
+fn get_rlimit(resource: libc::__rlimit_resource_t) -> (u64, u64) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: valid out-pointer for getrlimit.
+    assert_eq!(unsafe { libc::getrlimit(resource, &mut lim) }, 0);
+    (lim.rlim_cur, lim.rlim_max)
+}
+
+fn set_both_rlimits(resource: libc::__rlimit_resource_t, limit: u64) {
+    let lim = libc::rlimit {
+        rlim_cur: limit,
+        rlim_max: limit,
+    };
+    // SAFETY: valid rlimit; lowering both limits is always allowed.
+    assert_eq!(unsafe { libc::setrlimit(resource, &lim) }, 0);
+}
+
 /// Clears capabilities from the effective set (they stay permitted).
 fn drop_effective_caps(caps: &[u32]) {
     #[repr(C)]
@@ -54,9 +73,26 @@ fn fd_count() -> u64 {
 
 #[test]
 fn limits_produce_errors_that_name_the_limit_and_the_fix() {
-    // 1. RLIMIT_NOFILE: open counters until the limit.
+    // 1. RLIMIT_NOFILE. Below the hard limit, opening raises the soft limit to it.
     let limit = fd_count() + 4;
     let old = set_rlimit(libc::RLIMIT_NOFILE, limit);
+    let hard = get_rlimit(libc::RLIMIT_NOFILE).1;
+    assert!(
+        hard > limit + 20,
+        "the hard limit {hard} leaves no room for this test"
+    );
+    let held: Vec<_> = (0..8)
+        .map(|_| Counter::builder("cpu-clock").unwrap().open().unwrap())
+        .collect();
+    assert_eq!(
+        get_rlimit(libc::RLIMIT_NOFILE),
+        (hard, hard),
+        "EMFILE raised the soft limit to the hard limit"
+    );
+    drop(held);
+    // At the hard limit, the error names the limit and the fix. Lowering the hard limit
+    // is for good unless privileged: this binary holds this one test.
+    set_both_rlimits(libc::RLIMIT_NOFILE, limit);
     let mut held = Vec::new();
     let err = loop {
         match Counter::builder("cpu-clock").unwrap().open() {
@@ -71,9 +107,11 @@ fn limits_produce_errors_that_name_the_limit_and_the_fix() {
         msg.contains(&format!("RLIMIT_NOFILE (soft {limit},")),
         "{msg}"
     );
-    assert!(msg.contains("Fix: raise the limit (`ulimit -n"), "{msg}");
+    assert!(msg.contains(&format!("hard {limit})")), "{msg}");
+    assert!(msg.contains("ulimit -n"), "{msg}");
+    assert!(msg.contains("already raised the soft limit"), "{msg}");
     drop(held);
-    set_rlimit(libc::RLIMIT_NOFILE, old);
+    let _ = old;
 
     // Without CAP_IPC_LOCK, CAP_PERFMON and CAP_SYS_ADMIN, root is an ordinary user here.
     drop_effective_caps(&[14, 21, 38]);

@@ -299,7 +299,9 @@ impl Builder {
     /// # Errors
     /// Every failure names its cause and a fix: [`ErrorKind::PermissionDenied`]
     /// (with the paranoid level), [`ErrorKind::NoPmu`] (hardware events in a VM),
-    /// [`ErrorKind::TooManyFiles`] (with `RLIMIT_NOFILE`), [`ErrorKind::InvalidArgument`]
+    /// [`ErrorKind::TooManyFiles`] (with `RLIMIT_NOFILE` and `ulimit -n`; on `EMFILE`
+    /// the soft limit is first raised to the hard limit, process-wide, and the open
+    /// retried once), [`ErrorKind::InvalidArgument`]
     /// (with the attr fields most likely at fault), [`ErrorKind::NotFound`], [`ErrorKind::Busy`].
     ///
     /// [`ErrorKind::PermissionDenied`]: crate::ErrorKind::PermissionDenied
@@ -312,14 +314,26 @@ impl Builder {
     pub fn open(&self) -> Result<Counter> {
         let (pid, cpu) = self.target.pid_cpu();
         let mut attr = self.attr;
-        let fd = sys::perf_event_open(
-            &mut attr,
-            pid,
-            cpu,
-            self.group_fd,
-            sys::PERF_FLAG_FD_CLOEXEC.into(),
-        )
-        .map_err(|err| {
+        let open = |attr: &mut sys::perf_event_attr| {
+            sys::perf_event_open(
+                attr,
+                pid,
+                cpu,
+                self.group_fd,
+                sys::PERF_FLAG_FD_CLOEXEC.into(),
+            )
+        };
+        let mut result = open(&mut attr);
+        // Out of fds: raise RLIMIT_NOFILE's soft limit to the hard one and retry once
+        // (PITFALLS 12: one fd per event per thread adds up). The error, if it still
+        // fails, names both limits and `ulimit -n`.
+        if matches!(&result, Err(e) if e.raw_os_error() == Some(libc::EMFILE))
+            && raise_nofile_limit()
+        {
+            attr = self.attr;
+            result = open(&mut attr);
+        }
+        let fd = result.map_err(|err| {
             // On E2BIG the kernel has written the size it wanted into attr.size.
             open_error(
                 &OpenContext {
@@ -341,4 +355,22 @@ impl Builder {
             self.target,
         ))
     }
+}
+
+/// Raises `RLIMIT_NOFILE`'s soft limit to its hard limit. `true` if it was raised.
+fn raise_nofile_limit() -> bool {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit for the call's duration.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0
+        || lim.rlim_cur >= lim.rlim_max
+    {
+        return false;
+    }
+    lim.rlim_cur = lim.rlim_max;
+    // SAFETY: `lim` is a valid rlimit read just above; raising soft up to hard needs no
+    // privilege.
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 }
 }

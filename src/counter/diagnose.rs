@@ -151,10 +151,17 @@ pub(crate) fn open_error(ctx: &OpenContext<'_>, err: io::Error) -> Error {
                     limit_text(hard)
                 ),
             )
-            .with_fix(format!(
-                "raise the limit (`ulimit -n {}` in the shell, or setrlimit(RLIMIT_NOFILE)), or open fewer events",
-                limit_text(hard)
-            ))
+            .with_fix(if soft >= hard {
+                format!(
+                    "perfring already raised the soft limit to the hard limit ({}); raise the hard limit (as root: `ulimit -Hn N` then `ulimit -n N`, LimitNOFILE= in a systemd unit, or /etc/security/limits.conf), or open fewer events",
+                    limit_text(hard)
+                )
+            } else {
+                format!(
+                    "raise the limit (`ulimit -n {}` in the shell, or setrlimit(RLIMIT_NOFILE)), or open fewer events",
+                    limit_text(hard)
+                )
+            })
         }
         libc::ENFILE => e(ErrorKind::TooManyFiles, "the system-wide file table is full (ENFILE)".into())
             .with_fix("raise fs.file-max (`sudo sysctl fs.file-max=...`) or close other programs' files"),

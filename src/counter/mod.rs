@@ -3,8 +3,9 @@
 //! A [`Counter`] owns its fd and never touches a mapping; [`crate::ring`] maps it.
 //!
 //! # Safety
-//! The unsafe code is `read(2)` into a buffer we own, ioctls whose pointer argument is
-//! a local living across the call, and `getrlimit` into a local (in `diagnose`).
+//! The unsafe code is `read(2)` into a buffer we own (also by fd number, in
+//! [`GroupReader`]), ioctls whose pointer argument is a local living across the call,
+//! and `getrlimit`/`setrlimit` with a local (in `diagnose` and `builder`).
 #![allow(unsafe_code)]
 
 mod builder;
@@ -16,7 +17,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 pub use builder::{Builder, Target};
 pub use flags::{ReadFormat, SampleType};
-pub use group::{Group, GroupCounts};
+pub use group::{Group, GroupCounts, GroupReader, GroupValue, GroupView};
 
 use crate::event::Event;
 use crate::sys;
@@ -257,8 +258,22 @@ impl Counter {
 
     /// Reads the count with `time_enabled`/`time_running` as the read format asks.
     ///
-    /// For a group leader opened with [`ReadFormat::GROUP`], use [`Group::read`].
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) on a counter
+    /// opened with [`ReadFormat::GROUP`] (the kernel then writes the whole group, which a
+    /// [`Count`] cannot hold): use [`Group::read`], or [`Counter::group_reader`] for a
+    /// read without allocation.
     pub fn read(&self) -> Result<Count> {
+        if ReadFormat::from_bits(self.attr.read_format).contains(ReadFormat::GROUP) {
+            return Err(crate::Error::new(
+                crate::ErrorKind::InvalidArgument,
+                format!("read({})", self.event.name()),
+                "the counter was opened with ReadFormat::GROUP, so read(2) returns the whole group",
+            )
+            .with_fix(
+                "use Group::read, or Counter::group_reader().read(&mut buf) (no allocation)",
+            ));
+        }
         let mut buf = [0u64; 5];
         let n = self.read_into(&mut buf)?;
         Count::parse(&buf[..n], ReadFormat::from_bits(self.attr.read_format)).ok_or_else(|| {
@@ -271,6 +286,16 @@ impl Counter {
                 ),
             )
         })
+    }
+
+    /// A copyable, allocation-free reader of this counter's group (its leader's
+    /// `read(2)` with [`ReadFormat::GROUP`]); `None` if it was not opened with `GROUP`.
+    /// Usable in a signal callback (see [`GroupReader`]).
+    pub fn group_reader(&self) -> Option<GroupReader> {
+        let format = ReadFormat::from_bits(self.attr.read_format);
+        format
+            .contains(ReadFormat::GROUP)
+            .then(|| GroupReader::new(self.fd.as_raw_fd(), format))
     }
 
     /// `read(2)` into `buf`, returning how many u64s the kernel wrote.

@@ -3,7 +3,8 @@
 //! | mode | module | who is told | coalesces? |
 //! |---|---|---|---|
 //! | `poll`/`epoll` readiness | [`poll`] | any thread waiting in [`Poller::poll`] | yes: one wake-up may cover many samples |
-//! | a real-time signal to one thread | [`signal`] | the thread named with `F_SETOWN_EX` | one signal per overflow (whatever `wakeup_events` says); lost only if the RT queue (`RLIMIT_SIGPENDING`) is full |
+//! | a real-time signal to one thread | [`signal`] | the thread named with `F_SETOWN_EX` (or any thread of a process, [`Owner::Process`]) | one signal per overflow (whatever `wakeup_events` says); lost only if the RT queue (`RLIMIT_SIGPENDING`) is full |
+//! | a standard signal (`SIGIO`, `SIGPROF`, ...) | [`signal`] ([`SignalOptions::signal`]) | as above | yes: one pending at a time |
 //! | the same signal, read from a `signalfd` | [`signalfd`] | the thread that reads it | as above |
 //! | synchronous `SIGTRAP` | [`sigtrap`] | the thread that overflowed, before its next instruction | no |
 //!
@@ -31,7 +32,7 @@ pub mod tokio;
 pub use budget::{Budget, Rearm};
 pub use poll::Poller;
 pub use siginfo::SigInfo;
-pub use signal::{NotifyQueue, SignalCounter, ThreadSignal};
+pub use signal::{NotifyQueue, Owner, SignalCounter, SignalOptions, ThreadSignal};
 pub use sigtrap::{Sigtrap, SigtrapCounter, SigtrapInfo};
 
 use crate::ring::RingStats;

@@ -1,13 +1,28 @@
-//! Overflow notifications as a real-time signal delivered to one chosen thread.
+//! Overflow notifications as a signal delivered to one chosen thread (or process).
 //!
-//! Set-up per counter (`man 2 fcntl`): `F_SETSIG` with a real-time signal (so `si_fd`
-//! is filled and signals queue rather than merge), `F_SETOWN_EX(F_OWNER_TID, tid)` so
-//! the signal lands on *that* thread (plain `F_SETOWN` lets the kernel pick any), then
-//! `O_ASYNC` last, once the registry knows the fd.
+//! Set-up per counter (`man 2 fcntl`): `F_SETSIG` with the signal (so `si_fd` is
+//! filled; a real-time signal also queues rather than merges),
+//! `F_SETOWN_EX(F_OWNER_TID, tid)` so the signal lands on *that* thread (plain
+//! `F_SETOWN` lets the kernel pick any; [`Owner::Process`] asks for exactly that,
+//! `F_OWNER_PID`), then `O_ASYNC` last, once the registry knows the fd.
 //!
 //! One process-wide handler per signal number, installed with `SA_SIGINFO` and the
-//! signal itself in `sa_mask` (no re-entry), dispatches on `si_fd` through a fixed-size
-//! lock-free registry. It ignores (and counts as stray) signals with `si_code <= 0`
+//! signal itself in `sa_mask` (no re-entry), dispatches on `si_fd` through a growable
+//! lock-free registry (`registry.rs`: O(1) per signal, ≥ 10,000 counters).
+//!
+//! # Standard signals coalesce
+//! [`SignalOptions::signal`] also accepts a standard signal (`SIGIO`, `SIGPROF`,
+//! `SIGUSR1`, ...). With `F_SETSIG` set to it the kernel still fills `si_fd`, but a
+//! standard signal does not queue: while one is pending, further ones are dropped, so
+//! one signal may stand for many overflows. Count overflows from the ring (or use a
+//! real-time signal, which queues one per overflow up to `RLIMIT_SIGPENDING`).
+//!
+//! # `SA_RESTART`
+//! By default the handler is installed with `SA_RESTART`: a notification never makes a
+//! blocking call fail. [`SignalOptions::restart(false)`](SignalOptions::restart) leaves
+//! it out, so a notification arriving during `waitpid`, `read`, `poll`, ... makes the
+//! call return `EINTR` (what a watchdog wants). The flag belongs to the signal number:
+//! installing the same signal again with another choice changes it for every user. It ignores (and counts as stray) signals with `si_code <= 0`
 //! (sent by `kill`/`tgkill`/`sigqueue`) and fds it does not know, passing those to the
 //! previous handler when chaining was asked for.
 //!
@@ -62,6 +77,7 @@ const NSIG: usize = 65;
 struct SigState {
     installed: AtomicBool,
     chain: AtomicBool,
+    restart: AtomicBool,
     /// The previous `sa_sigaction` and `sa_flags`, for chaining.
     prev_action: AtomicUsize,
     prev_flags: AtomicI32,
@@ -71,6 +87,7 @@ static SIGS: [SigState; NSIG] = [const {
     SigState {
         installed: AtomicBool::new(false),
         chain: AtomicBool::new(false),
+        restart: AtomicBool::new(true),
         prev_action: AtomicUsize::new(0),
         prev_flags: AtomicI32::new(0),
     }
@@ -182,6 +199,31 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     }
     // SAFETY: SA_SIGINFO handlers receive a valid siginfo for the call's duration.
     let si = unsafe { SigInfo::from_ptr(info) };
+    // SAFETY: `ctx` is the handler's third argument.
+    if unsafe { route(&si, ctx) } {
+        return;
+    }
+    if st.chain.load(SeqCst) {
+        // SAFETY: as the kernel passed them; prev_* were read by sigaction(2).
+        unsafe {
+            call_previous(
+                sig,
+                info,
+                ctx,
+                st.prev_action.load(SeqCst),
+                st.prev_flags.load(SeqCst),
+            )
+        };
+    }
+}
+
+/// Routes a kernel-sent siginfo (`si_code > 0`) to the registration of its `si_fd`:
+/// `false` (counted as stray) if it is not from the kernel or the fd is unknown.
+/// Async-signal-safe (see `on_signal`).
+///
+/// # Safety
+/// `ctx` is null or the `ucontext` a `SA_SIGINFO` handler received with `si`.
+unsafe fn route(si: &SigInfo<'_>, ctx: *mut libc::c_void) -> bool {
     let entered = if si.from_kernel() {
         REGISTRY.enter(si.fd() as u32 as u64)
     } else {
@@ -189,19 +231,7 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
     };
     let Some(e) = entered else {
         REGISTRY.stray.fetch_add(1, SeqCst);
-        if st.chain.load(SeqCst) {
-            // SAFETY: as the kernel passed them; prev_* were read by sigaction(2).
-            unsafe {
-                call_previous(
-                    sig,
-                    info,
-                    ctx,
-                    st.prev_action.load(SeqCst),
-                    st.prev_flags.load(SeqCst),
-                )
-            };
-        }
-        return;
+        return false;
     };
     let kind = if si.code() == sys::POLL_HUP as i32 {
         NotifyKind::Hup
@@ -218,13 +248,14 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
             token: Token(e.slot.token.load(SeqCst)),
             kind,
             fd: si.fd(),
-            // SAFETY: `ctx` is the handler's third argument.
+            // SAFETY: `ctx` is null or the handler's third argument (caller's contract).
             ip: unsafe { interrupted_ip(ctx) },
         };
         // SAFETY: `callback` only ever holds a `Callback` stored by `attach`.
         let f: Callback = unsafe { std::mem::transmute::<usize, Callback>(cb) };
         f(&n, e.slot.data.load(SeqCst));
     }
+    true
 }
 
 fn current_action(signo: i32) -> Result<libc::sigaction> {
@@ -249,10 +280,18 @@ fn handler_addr() -> usize {
 /// `sigaction(signo)` with `handler`, `SA_SIGINFO | SA_RESTART | SA_ONSTACK` and the
 /// signal blocked while it runs; returns the previous action.
 pub(crate) fn install_handler(signo: i32, handler: usize) -> Result<libc::sigaction> {
+    install_handler_flags(signo, handler, true)
+}
+
+/// As [`install_handler`], with `SA_RESTART` only if `restart`.
+fn install_handler_flags(signo: i32, handler: usize, restart: bool) -> Result<libc::sigaction> {
     // SAFETY: an all-zero sigaction is a valid starting point (empty mask, no flags).
     let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
     act.sa_sigaction = handler;
-    act.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
+    act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+    if restart {
+        act.sa_flags |= libc::SA_RESTART;
+    }
     // SAFETY: `act.sa_mask` is a valid sigset_t owned by us.
     unsafe { libc::sigemptyset(&mut act.sa_mask) };
     // SAFETY: as above; `signo` is validated by the kernel (EINVAL otherwise).
@@ -304,10 +343,63 @@ impl ThreadSignal {
     /// has a handler that is not perfring's and `chain` is false, or when every
     /// real-time signal is taken.
     pub fn install(signo: Option<i32>, chain: bool) -> Result<ThreadSignal> {
+        Self::install_inner(signo, chain, true, false)
+    }
+
+    /// Options for [`SignalOptions::install`]: the signal (standard ones included),
+    /// chaining, `SA_RESTART`.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use perfring::notify::ThreadSignal;
+    /// // SIGPROF, and let notifications interrupt blocking calls with EINTR.
+    /// let sig = ThreadSignal::builder().signal(libc::SIGPROF).restart(false).install()?;
+    /// # Ok::<(), perfring::Error>(())
+    /// ```
+    pub fn builder() -> SignalOptions {
+        SignalOptions::default()
+    }
+
+    /// Installs the handler as `options` say (see [`SignalOptions`]). Without an
+    /// explicit signal it picks the first real-time signal that is free or already
+    /// perfring's with the same `SA_RESTART` choice.
+    ///
+    /// # Errors
+    /// As [`install`](Self::install); a standard signal is accepted unless it is one the
+    /// kernel or perfring reserves (`SIGKILL`, `SIGSTOP`, `SIGTRAP`) or a fault signal
+    /// (`SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE`).
+    pub fn install_with(options: SignalOptions) -> Result<ThreadSignal> {
+        Self::install_inner(options.signo, options.chain, options.restart, true)
+    }
+
+    fn install_inner(
+        signo: Option<i32>,
+        chain: bool,
+        restart: bool,
+        standard_ok: bool,
+    ) -> Result<ThreadSignal> {
         let _g = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
         let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+        let reserved = [
+            libc::SIGKILL,
+            libc::SIGSTOP,
+            libc::SIGTRAP,
+            libc::SIGSEGV,
+            libc::SIGBUS,
+            libc::SIGILL,
+            libc::SIGFPE,
+        ];
         let signo = match signo {
             Some(s) if (min..=max).contains(&s) => s,
+            Some(s) if standard_ok && (1..min).contains(&s) && !reserved.contains(&s) => s,
+            Some(s) if standard_ok => {
+                return Err(Error::new(
+                    ErrorKind::Signal,
+                    format!("ThreadSignal::install_with({s})"),
+                    format!("signal {s} cannot carry overflow notifications (it is SIGKILL, SIGSTOP, SIGTRAP, a fault signal, or out of range 1..={max})"),
+                )
+                .with_fix("pick SIGIO, SIGPROF, SIGUSR1/2, SIGALRM ... or a real-time signal (SIGRTMIN..=SIGRTMAX)"))
+            }
             Some(s) => return Err(Error::new(
                 ErrorKind::Signal,
                 format!("ThreadSignal::install({s})"),
@@ -320,8 +412,12 @@ impl ThreadSignal {
                 let mut found = None;
                 for s in min..=max {
                     let a = current_action(s)?;
-                    let ours = a.sa_sigaction == handler_addr();
-                    if ours || (a.sa_sigaction == libc::SIG_DFL && !claimed_by_signalfd(s)) {
+                    // Share a signal of ours only if its SA_RESTART choice is the same:
+                    // flipping it would change other users' blocking calls.
+                    let ours = a.sa_sigaction == handler_addr()
+                        && SIGS[s as usize].restart.load(SeqCst) == restart;
+                    let free = a.sa_sigaction == libc::SIG_DFL && !claimed_by_signalfd(s);
+                    if ours || free {
                         found = Some(s);
                         break;
                     }
@@ -346,6 +442,10 @@ impl ThreadSignal {
         }
         let st = &SIGS[signo as usize];
         if st.installed.load(SeqCst) {
+            if st.restart.load(SeqCst) != restart {
+                install_handler_flags(signo, handler_addr(), restart)?;
+                st.restart.store(restart, SeqCst);
+            }
             return Ok(ThreadSignal { signo });
         }
         let cur = current_action(signo)?;
@@ -363,7 +463,8 @@ impl ThreadSignal {
         st.prev_action.store(cur.sa_sigaction, SeqCst);
         st.prev_flags.store(cur.sa_flags, SeqCst);
         st.chain.store(chain && foreign, SeqCst);
-        install_handler(signo, handler_addr())?;
+        install_handler_flags(signo, handler_addr(), restart)?;
+        st.restart.store(restart, SeqCst);
         st.installed.store(true, SeqCst);
         Ok(ThreadSignal { signo })
     }
@@ -377,6 +478,29 @@ impl ThreadSignal {
     /// the kernel (`si_code <= 0`, e.g. `kill`) or for an fd it does not know.
     pub fn stray() -> u64 {
         REGISTRY.stray.load(SeqCst)
+    }
+
+    /// Routes a siginfo obtained outside the handler — e.g. with `sigtimedwait` or
+    /// `sigwaitinfo` by a thread that blocks the signal and consumes it synchronously —
+    /// exactly as the handler does: counts it and runs the registration's callback or
+    /// queue, in the calling context (the interrupted `ip` is unknown: 0). Returns
+    /// `false` (counted as stray, not chained) if it was not sent by the kernel
+    /// (`si_code <= 0`) or its `si_fd` is attached to no counter.
+    pub fn dispatch(&self, info: &libc::siginfo_t) -> bool {
+        // SAFETY: `info` is a live, initialised siginfo for the call (a reference).
+        let si = unsafe { SigInfo::from_ptr(info) };
+        // SAFETY: a null `ctx` is allowed (no interrupted context).
+        unsafe { route(&si, std::ptr::null_mut()) }
+    }
+
+    /// Counters attached right now, for every signal number (one registry serves all).
+    pub fn registered() -> usize {
+        REGISTRY.live()
+    }
+
+    /// Whether this signal's handler is installed with `SA_RESTART`.
+    pub fn restarts(&self) -> bool {
+        SIGS[self.signo as usize].restart.load(SeqCst)
     }
 
     /// Sends `counter`'s overflow signals to the calling thread.
@@ -394,13 +518,30 @@ impl ThreadSignal {
     /// Sends `counter`'s overflow signals to thread `tid` of this process.
     ///
     /// # Errors
-    /// [`ErrorKind::Busy`] when all registry slots are taken or the fd is already
+    /// [`ErrorKind::Busy`] when the registry is full or the fd is already
     /// registered; an `fcntl` errno ([`ErrorKind::Signal`]) otherwise.
     pub fn attach_to(
         &self,
         counter: Counter,
         token: Token,
         tid: libc::pid_t,
+        handler: Handler,
+    ) -> Result<SignalCounter> {
+        self.attach_with(counter, token, Owner::Thread(tid), handler)
+    }
+
+    /// Sends `counter`'s overflow signals to `owner`: one thread (`F_OWNER_TID`) or any
+    /// thread of a process (`F_OWNER_PID`, the kernel picks one that does not block the
+    /// signal). The counter may watch anything (another process, a group member); the
+    /// signal still comes here, and its notification carries `token`.
+    ///
+    /// # Errors
+    /// As [`attach_to`](Self::attach_to).
+    pub fn attach_with(
+        &self,
+        counter: Counter,
+        token: Token,
+        owner: Owner,
         handler: Handler,
     ) -> Result<SignalCounter> {
         let (cb, data, queue) = match handler {
@@ -428,27 +569,28 @@ impl ThreadSignal {
                     format!("ThreadSignal::attach({})", counter.event().name()),
                     format!(
                         "all {} signal registry slots are in use",
-                        super::registry::SLOTS
+                        super::registry::CAPACITY
                     ),
                 )
                 .with_fix("drop counters you no longer need")
             })?;
-        let mut sc = SignalCounter {
+        // `armed` from here on: if arming fails, dropping `sc` retires the slot.
+        let sc = SignalCounter {
             counter,
             slot,
             signo: self.signo,
-            tid,
+            owner,
             token,
             _queue: queue,
-            armed: false,
+            armed: true,
+            retired: (0, 0),
         };
         arm_fd(
             sc.counter.as_raw_fd(),
             self.signo,
-            tid,
+            owner,
             sc.counter.event().name(),
         )?;
-        sc.armed = true;
         Ok(sc)
     }
 }
@@ -461,20 +603,113 @@ fn fcntl_err(event: &str, what: &str) -> Error {
     .with_kind(ErrorKind::Signal)
 }
 
-/// `F_SETSIG`, `F_SETOWN_EX(F_OWNER_TID)`, then `O_ASYNC`.
-pub(crate) fn arm_fd(fd: RawFd, signo: i32, tid: libc::pid_t, event: &str) -> Result<()> {
+/// Who receives a counter's overflow signals (`F_SETOWN_EX`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Owner {
+    /// This thread only (`F_OWNER_TID`): the default, what per-thread profilers need.
+    Thread(libc::pid_t),
+    /// Any thread of this process that does not block the signal (`F_OWNER_PID`).
+    ///
+    /// The thread the kernel picks runs the handler when it is next scheduled, so a
+    /// notification may still be on its way when the counter is disabled: wait for
+    /// [`SignalCounter::notifications`] to reach the ring's sample count before
+    /// dropping. A signal another thread has taken but not yet handled when the counter
+    /// is dropped is counted as [`ThreadSignal::stray`].
+    Process(libc::pid_t),
+}
+
+impl Owner {
+    /// The calling thread.
+    pub fn this_thread() -> Owner {
+        // SAFETY: gettid has no preconditions.
+        Owner::Thread(unsafe { libc::gettid() })
+    }
+
+    /// The calling process.
+    pub fn this_process() -> Owner {
+        Owner::Process(std::process::id() as libc::pid_t)
+    }
+
+    /// Whether signals to this owner may be pending for the calling thread (so that
+    /// teardown must drain them here).
+    fn reaches_caller(self) -> bool {
+        match self {
+            // SAFETY: gettid has no preconditions.
+            Owner::Thread(tid) => tid == unsafe { libc::gettid() },
+            Owner::Process(pid) => pid == std::process::id() as libc::pid_t,
+        }
+    }
+}
+
+/// How [`ThreadSignal::install_with`] takes its signal. Start from
+/// [`ThreadSignal::builder`] (or `default()`): the first free real-time signal, no
+/// chaining, `SA_RESTART`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignalOptions {
+    signo: Option<i32>,
+    chain: bool,
+    restart: bool,
+}
+
+impl Default for SignalOptions {
+    fn default() -> SignalOptions {
+        SignalOptions {
+            signo: None,
+            chain: false,
+            restart: true,
+        }
+    }
+}
+
+impl SignalOptions {
+    /// Use `signo`: a real-time signal, or a standard one such as `SIGIO` or `SIGPROF`
+    /// (those coalesce: see the module docs).
+    pub fn signal(mut self, signo: i32) -> Self {
+        self.signo = Some(signo);
+        self
+    }
+
+    /// Forward signals that are not ours (`kill`, unknown fds) to a handler that was
+    /// installed before (and accept a signal that has one).
+    pub fn chain(mut self, yes: bool) -> Self {
+        self.chain = yes;
+        self
+    }
+
+    /// `SA_RESTART` (default `true`). `false`: a notification interrupts a blocking
+    /// system call of the thread it lands on, which returns `EINTR`.
+    pub fn restart(mut self, yes: bool) -> Self {
+        self.restart = yes;
+        self
+    }
+
+    /// [`ThreadSignal::install_with`] these options.
+    ///
+    /// # Errors
+    /// As [`ThreadSignal::install_with`].
+    pub fn install(self) -> Result<ThreadSignal> {
+        ThreadSignal::install_with(self)
+    }
+}
+
+/// `F_SETSIG`, `F_SETOWN_EX(owner)`, then `O_ASYNC`.
+pub(crate) fn arm_fd(fd: RawFd, signo: i32, owner: Owner, event: &str) -> Result<()> {
     // SAFETY: F_SETSIG takes an int; the fd is open (the counter is alive).
     if unsafe { libc::fcntl(fd, sys::F_SETSIG as i32, signo) } < 0 {
         return Err(fcntl_err(event, "F_SETSIG"));
     }
+    let (type_, pid, what) = match owner {
+        Owner::Thread(tid) => (sys::F_OWNER_TID, tid, "thread"),
+        Owner::Process(pid) => (sys::F_OWNER_PID, pid, "process"),
+    };
     let owner = sys::f_owner_ex {
-        type_: sys::F_OWNER_TID as i32,
-        pid: tid,
+        type_: type_ as i32,
+        pid,
     };
     // SAFETY: F_SETOWN_EX reads one f_owner_ex through the pointer; `owner` outlives it.
     if unsafe { libc::fcntl(fd, sys::F_SETOWN_EX as i32, &owner) } < 0 {
         return Err(fcntl_err(event, "F_SETOWN_EX").with_fix(format!(
-            "thread {tid} must be a live thread of this process"
+            "{what} {pid} must exist (and a thread must belong to this process)"
         )));
     }
     // SAFETY: F_GETFL/F_SETFL take and return ints.
@@ -537,12 +772,14 @@ fn drain_pending(signo: i32) {
 /// (its ring count is unaffected).
 pub struct SignalCounter {
     counter: Counter,
-    slot: usize,
+    slot: u32,
     signo: i32,
-    tid: libc::pid_t,
+    owner: Owner,
     token: Token,
     _queue: Option<Arc<NotifyQueue>>,
     armed: bool,
+    /// `(hits, hups)` of slots this registration used before (fd changed by `rearm`).
+    retired: (u64, u64),
 }
 
 impl std::fmt::Debug for SignalCounter {
@@ -550,7 +787,7 @@ impl std::fmt::Debug for SignalCounter {
         f.debug_struct("SignalCounter")
             .field("counter", &self.counter)
             .field("signo", &self.signo)
-            .field("tid", &self.tid)
+            .field("owner", &self.owner)
             .field("token", &self.token)
             .field("notifications", &self.notifications())
             .finish()
@@ -573,14 +810,36 @@ impl SignalCounter {
         self.signo
     }
 
+    /// Who receives its signals.
+    pub fn owner(&self) -> Owner {
+        self.owner
+    }
+
     /// Signals the handler received for this counter (`Hup`s included).
     pub fn notifications(&self) -> u64 {
-        REGISTRY.slot(self.slot).hits.load(SeqCst)
+        self.retired.0 + REGISTRY.slot(self.slot).hits.load(SeqCst)
     }
 
     /// `POLL_HUP` signals: the `REFRESH` budget ran out.
     pub fn hups(&self) -> u64 {
-        REGISTRY.slot(self.slot).hups.load(SeqCst)
+        self.retired.1 + REGISTRY.slot(self.slot).hups.load(SeqCst)
+    }
+
+    /// `PERF_EVENT_IOC_MODIFY_ATTRIBUTES` while attached (breakpoints: new address,
+    /// length, type, `disabled`; Linux 4.17). The kernel sets the breakpoint's state
+    /// from `attr.disabled`: clear it to keep the counter running.
+    ///
+    /// No overflow is lost or misdirected: the registration is keyed by the fd, which
+    /// does not change, and `O_ASYNC` stays set throughout, so an overflow before the
+    /// ioctl, during it or after it signals the same fd and finds the same slot. (The
+    /// kernel disables the breakpoint for the instant of the ioctl: an access racing
+    /// with it is neither counted nor signalled.)
+    ///
+    /// # Errors
+    /// As [`Counter::modify_attributes`]; the registration is unchanged on error.
+    #[doc(alias = "PERF_EVENT_IOC_MODIFY_ATTRIBUTES")]
+    pub fn modify_attributes(&mut self, attr: &sys::perf_event_attr) -> Result<()> {
+        self.counter.modify_attributes(attr)
     }
 
     /// Signal counts plus a ring's totals (count overflows from the ring).
@@ -597,14 +856,39 @@ impl SignalCounter {
             return Ok(false);
         }
         let fresh = budget.builder().open()?;
-        disarm_fd(self.counter.as_raw_fd());
-        REGISTRY.rekey(self.slot, fresh.as_raw_fd() as u32 as u64);
-        arm_fd(
+        // The new fd is registered (same token and handler) before it can signal, and
+        // the old one is disarmed before its slot is retired.
+        let old_slot = REGISTRY.slot(self.slot);
+        let new_slot = REGISTRY
+            .claim(
+                fresh.as_raw_fd() as u32 as u64,
+                self.token.0,
+                old_slot.callback.load(SeqCst),
+                old_slot.data.load(SeqCst),
+            )
+            .ok()
+            .flatten()
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorKind::Busy,
+                    format!("SignalCounter::rearm({})", fresh.event().name()),
+                    "no registry slot for the reopened counter's fd",
+                )
+            })?;
+        if let Err(e) = arm_fd(
             fresh.as_raw_fd(),
             self.signo,
-            self.tid,
+            self.owner,
             fresh.event().name(),
-        )?;
+        ) {
+            REGISTRY.retire(new_slot);
+            return Err(e);
+        }
+        disarm_fd(self.counter.as_raw_fd());
+        let (hits, hups) = REGISTRY.retire(self.slot);
+        self.retired.0 += hits;
+        self.retired.1 += hups;
+        self.slot = new_slot;
         let old = std::mem::replace(&mut self.counter, fresh);
         drop(old);
         budget.arm(&self.counter)?;
@@ -618,8 +902,7 @@ impl SignalCounter {
         self.armed = false;
         disarm_fd(self.counter.as_raw_fd());
         REGISTRY.retire(self.slot);
-        // SAFETY: gettid has no preconditions.
-        if unsafe { libc::gettid() } == self.tid {
+        if self.owner.reaches_caller() {
             drain_pending(self.signo);
         }
     }

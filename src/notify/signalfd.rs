@@ -126,7 +126,12 @@ impl SignalFd {
     /// An `fcntl` errno ([`ErrorKind::Signal`]).
     pub fn attach(&mut self, counter: Counter, token: Token) -> Result<()> {
         let fd = counter.as_raw_fd();
-        arm_fd(fd, self.signo, self.tid, counter.event().name())?;
+        arm_fd(
+            fd,
+            self.signo,
+            super::signal::Owner::Thread(self.tid),
+            counter.event().name(),
+        )?;
         self.entries.insert(
             fd,
             Entry {

@@ -9,7 +9,12 @@
 //! process with one fd (PITFALLS 6). `remove_on_exec` (set by the builder) keeps an
 //! exec'd program from dying of a signal it never asked for (PITFALLS 7).
 //!
-//! The handler dispatches on `si_perf_data` through a lock-free registry; any other
+//! SIGTRAP is a standard signal: two `TRAP_PERF`s raised by one instruction (two
+//! counters overflowing on the same access) coalesce into one delivery — give counters
+//! that must be told apart different instructions, or count from their rings.
+//!
+//! The handler dispatches on `si_perf_data` through a growable lock-free registry
+//! (≥ 10,000 counters, O(1) lookup; `registry.rs`); any other
 //! `SIGTRAP` (`si_code != TRAP_PERF`: a debugger's breakpoint, `kill`) goes to the
 //! previous handler, or, if that was `SIG_DFL`, is re-raised with the default action.
 //!
@@ -101,21 +106,31 @@ extern "C" fn on_sigtrap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut
         }
         return;
     }
+    // SAFETY: `ctx` is the handler's third argument.
+    unsafe { route_trap(&si, ctx) };
+}
+
+/// Routes a `TRAP_PERF` siginfo to its registration: `false` if none has its
+/// `si_perf_data` (counted as stray). Async-signal-safe (see `on_sigtrap`).
+///
+/// # Safety
+/// `ctx` is null or the `ucontext` a `SA_SIGINFO` handler received with `si`.
+unsafe fn route_trap(si: &SigInfo<'_>, ctx: *mut libc::c_void) -> bool {
     let Some(e) = REGISTRY.enter(si.perf_data()) else {
         // An unregistered (or just unregistered) counter: ignore, never die of it.
         REGISTRY.stray.fetch_add(1, SeqCst);
-        return;
+        return false;
     };
     e.slot.hits.fetch_add(1, SeqCst);
     let cb = e.slot.callback.load(SeqCst);
     if cb == 0 {
-        return;
+        return true;
     }
     let t = SigtrapInfo {
         token: Token(si.perf_data()),
         perf_type: si.perf_type(),
         addr: si.addr(),
-        // SAFETY: `ctx` is the handler's third argument.
+        // SAFETY: `ctx` is null or the handler's third argument (caller's contract).
         ip: unsafe { interrupted_ip(ctx) },
         flags: si.perf_flags(),
     };
@@ -135,6 +150,7 @@ extern "C" fn on_sigtrap(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut
         let f: TrapCallback = unsafe { std::mem::transmute::<usize, TrapCallback>(cb) };
         f(&t, data);
     }
+    true
 }
 
 /// The installed process-wide SIGTRAP handler: attach `sigtrap` counters to it.
@@ -189,6 +205,28 @@ impl Sigtrap {
         REGISTRY.stray.load(SeqCst)
     }
 
+    /// Routes a `TRAP_PERF` siginfo obtained outside the handler — e.g. with
+    /// `sigtimedwait` by a thread that blocks `SIGTRAP` (the kernel then flags it
+    /// `TRAP_PERF_FLAG_ASYNC`) — exactly as the handler does: counts it and runs the
+    /// registration's callback or queue, in the calling context (the interrupted `ip`
+    /// is unknown: 0). Returns `false`, doing nothing else, for a siginfo that is not
+    /// `TRAP_PERF` or whose `si_perf_data` is attached to no counter (counted as stray).
+    pub fn dispatch(&self, info: &libc::siginfo_t) -> bool {
+        // SAFETY: `info` is a live, initialised siginfo for the call (a reference).
+        let si = unsafe { SigInfo::from_ptr(info) };
+        if si.code() != sys::TRAP_PERF as i32 {
+            return false;
+        }
+        // SAFETY: a null `ctx` is allowed (no interrupted context).
+        unsafe { route_trap(&si, std::ptr::null_mut()) }
+    }
+
+    /// Registry keys (`sig_data`s) live right now, old keys kept by
+    /// [`SigtrapCounter::set_sig_data`] included.
+    pub fn registered() -> usize {
+        REGISTRY.live()
+    }
+
     /// Routes `counter`'s SIGTRAPs (keyed by its `sig_data`) to `handler`.
     ///
     /// # Errors
@@ -229,6 +267,8 @@ impl Sigtrap {
             counter,
             slot,
             key,
+            old_keys: Vec::new(),
+            released_hits: 0,
             _queue: queue,
             live: true,
         })
@@ -240,8 +280,12 @@ impl Sigtrap {
 /// already on its way is then ignored as stray.
 pub struct SigtrapCounter {
     counter: Counter,
-    slot: usize,
+    slot: u32,
     key: u64,
+    /// `(sig_data, slot)` of keys replaced by `set_sig_data`, still routed here.
+    old_keys: Vec<(u64, u32)>,
+    /// Hits of old keys already released.
+    released_hits: u64,
     _queue: Option<Arc<NotifyQueue>>,
     live: bool,
 }
@@ -267,9 +311,122 @@ impl SigtrapCounter {
         self.key
     }
 
-    /// SIGTRAPs received for it, on every thread.
+    /// SIGTRAPs received for it, on every thread, under its current and old `sig_data`s.
     pub fn notifications(&self) -> u64 {
-        REGISTRY.slot(self.slot).hits.load(SeqCst)
+        self.old_keys
+            .iter()
+            .map(|&(_, s)| REGISTRY.slot(s).hits.load(SeqCst))
+            .sum::<u64>()
+            + self.released_hits
+            + REGISTRY.slot(self.slot).hits.load(SeqCst)
+    }
+
+    /// `sig_data`s this counter had before [`set_sig_data`](Self::set_sig_data), still
+    /// routed to it until [`release_old_sig_data`](Self::release_old_sig_data) or drop.
+    pub fn old_sig_data(&self) -> impl Iterator<Item = u64> + '_ {
+        self.old_keys.iter().map(|&(k, _)| k)
+    }
+
+    /// `PERF_EVENT_IOC_MODIFY_ATTRIBUTES` while attached (breakpoints only, Linux 4.17;
+    /// a new `sig_data` needs Linux 5.13). A changed `attr.sig_data` re-keys the
+    /// registration; everything else (address, length, type, `disabled`) is the kernel's.
+    /// Note that the kernel sets the breakpoint's state from `attr.disabled`: clear it
+    /// to keep the counter running (a builder's attr has it set).
+    ///
+    /// # Ordering: no overflow lost or misdirected
+    /// 1. The new `sig_data` is claimed in the registry (same handler and data) *before*
+    ///    the ioctl, so a SIGTRAP carrying it finds this counter from the first one.
+    /// 2. The old `sig_data` stays registered to this counter *after* the ioctl: the
+    ///    kernel reads `sig_data` when it delivers (`perf_sigtrap`), and a thread of an
+    ///    inherited counter may still have a trap from before the change on its way.
+    ///    Both keys name this counter, so whichever a trap carries, it is counted here
+    ///    and the callback sees that key as `token`.
+    /// 3. Claiming a key that another counter holds fails *before* the kernel is told,
+    ///    so a trap is never routed to a stranger's slot.
+    ///
+    /// What the kernel does not count is not notified either: it disables a breakpoint
+    /// for the instant of the ioctl (`perf_event_modify_breakpoint`), so an access by
+    /// another thread racing with it is neither counted nor trapped. Every overflow it
+    /// does count is delivered and routed here (`tests/signal_options.rs` checks traps
+    /// == count while threads write and the key flips).
+    ///
+    /// Old keys are released on drop or with
+    /// [`release_old_sig_data`](Self::release_old_sig_data).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Busy`] if the new `sig_data` is attached elsewhere; the ioctl's error
+    /// (e.g. `EOPNOTSUPP` for a non-breakpoint counter) with the registration unchanged.
+    #[doc(alias = "PERF_EVENT_IOC_MODIFY_ATTRIBUTES")]
+    pub fn modify_attributes(&mut self, attr: &sys::perf_event_attr) -> Result<()> {
+        let new_key = attr.sig_data;
+        if new_key == self.key || attr.sigtrap() == 0 {
+            return self.counter.modify_attributes(attr);
+        }
+        let op = || {
+            format!(
+                "SigtrapCounter::modify_attributes({})",
+                self.counter.event().name()
+            )
+        };
+        // Re-use a slot this counter still holds for `new_key` (switching back).
+        if let Some(pos) = self.old_keys.iter().position(|&(k, _)| k == new_key) {
+            self.counter.modify_attributes(attr)?;
+            let (_, s) = self.old_keys.swap_remove(pos);
+            self.old_keys.push((self.key, self.slot));
+            self.slot = s;
+            self.key = new_key;
+            return Ok(());
+        }
+        let cur = REGISTRY.slot(self.slot);
+        let slot = REGISTRY
+            .claim(
+                new_key,
+                new_key,
+                cur.callback.load(SeqCst),
+                cur.data.load(SeqCst),
+            )
+            .map_err(|()| {
+                Error::new(
+                    ErrorKind::Busy,
+                    op(),
+                    format!("sig_data {new_key:#x} is already attached"),
+                )
+                .with_fix("give each sigtrap counter its own sig_data")
+            })?
+            .ok_or_else(|| Error::new(ErrorKind::Busy, op(), "the sigtrap registry is full"))?;
+        if let Err(e) = self.counter.modify_attributes(attr) {
+            REGISTRY.retire(slot);
+            return Err(e);
+        }
+        self.old_keys.push((self.key, self.slot));
+        self.slot = slot;
+        self.key = new_key;
+        Ok(())
+    }
+
+    /// Gives the attached breakpoint counter a new `sig_data` in place, leaving it
+    /// enabled or disabled as `enabled` says (`MODIFY_ATTRIBUTES` sets a breakpoint's
+    /// state from `attr.disabled`). See [`modify_attributes`](Self::modify_attributes)
+    /// for why no trap is lost or misdirected.
+    ///
+    /// # Errors
+    /// As [`modify_attributes`](Self::modify_attributes).
+    pub fn set_sig_data(&mut self, sig_data: u64, enabled: bool) -> Result<()> {
+        let mut attr = *self.counter.attr();
+        attr.sig_data = sig_data;
+        attr.set_disabled((!enabled).into());
+        self.modify_attributes(&attr)
+    }
+
+    /// Stops routing the old `sig_data`s to this counter (their counts stay in
+    /// [`notifications`](Self::notifications)). Call it once no trap from before the
+    /// change can still be on its way (e.g. every thread has run since, or the counter
+    /// was disabled); a late one is then counted as [`Sigtrap::stray`].
+    pub fn release_old_sig_data(&mut self) {
+        for (_, s) in self.old_keys.drain(..) {
+            let (hits, _) = REGISTRY.retire(s);
+            self.released_hits += hits;
+        }
     }
 
     /// SIGTRAP counts plus a ring's totals.
@@ -279,6 +436,9 @@ impl SigtrapCounter {
 
     /// Gives the counter a new budget, reopening it when the budget says so (same
     /// `sig_data`, so the registration stays). Returns `true` if the fd changed.
+    ///
+    /// A reopened counter takes the budget builder's `sig_data`: after
+    /// [`set_sig_data`](Self::set_sig_data), build the budget with the new one.
     pub fn rearm(&mut self, budget: &Budget) -> Result<bool> {
         budget.rearm(&mut self.counter)
     }
@@ -287,6 +447,7 @@ impl SigtrapCounter {
         if self.live {
             self.live = false;
             let _ = self.counter.disable();
+            self.release_old_sig_data();
             REGISTRY.retire(self.slot);
         }
     }
@@ -299,6 +460,8 @@ impl SigtrapCounter {
         let counter = unsafe { std::ptr::read(&this.counter) };
         // SAFETY: as above, to release the queue handle.
         drop(unsafe { std::ptr::read(&this._queue) });
+        // SAFETY: as above, to free the (emptied) list of old keys.
+        drop(unsafe { std::ptr::read(&this.old_keys) });
         counter
     }
 
