@@ -383,7 +383,7 @@ impl Sampler {
     /// Reads the tracking rings now (while attaching), noting the tids of `FORK`s in
     /// `forked`; the records are kept, copied, for the first drain.
     fn read_tracking_early(&mut self, forked: &mut HashSet<u32>) {
-        let Some(layout) = self.tracking.as_ref().map(|t| t.layout.clone()) else {
+        let Some(layout) = self.tracking.as_ref().map(|t| t.layout) else {
             return;
         };
         for slot in 0..self.slots.len() {
@@ -421,7 +421,7 @@ fn wait_scheduled(pid: libc::pid_t, tid: libc::pid_t) {
             .split_whitespace()
             .nth(2)
             .and_then(|n| n.parse::<u64>().ok())
-            .is_none_or(|n| n > 0);
+            .map_or(true, |n| n > 0);
         if ran || Instant::now() > deadline {
             return;
         }

@@ -15,6 +15,7 @@ use crate::records::{Layout, Record, RecordKind};
 /// `record` and `raw` borrow the ring's pages: they are valid during the callback only
 /// (the ring space is returned to the kernel after the batch).
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct Delivery<'a> {
     /// Which event's ring the record came from: the index of the
     /// [`SamplerBuilder::event`](super::SamplerBuilder::event) call, or `None` for the
@@ -31,6 +32,10 @@ pub struct Delivery<'a> {
     /// The thread the record is about, as `pid`; for a per-thread counter without
     /// `TID` in its records, the thread the counter watches.
     pub tid: Option<u32>,
+    /// The record's timestamp (`PERF_SAMPLE_TIME`, in the event's clock), when it has one.
+    pub time: Option<u64>,
+    /// The CPU it was written on (`PERF_SAMPLE_CPU`), when recorded.
+    pub cpu: Option<u32>,
 }
 
 /// What a ring is: the event it carries and, for a per-thread counter, its thread.
@@ -130,6 +135,8 @@ impl<'s> Sink<'s> {
             raw: bytes,
             pid,
             tid,
+            time: id.time(),
+            cpu: id.cpu(),
         });
     }
 }

@@ -79,11 +79,15 @@
 
 mod attach;
 mod drain;
+mod exec;
 mod stats;
+mod symbolizer;
 mod target;
 
 pub use drain::Delivery;
+pub use exec::ExecQueue;
 pub use stats::{Stats, ThreadInfo};
+pub use symbolizer::Symbolizer;
 pub use target::{Target, TargetEnd};
 
 use std::collections::HashSet;
@@ -373,7 +377,7 @@ impl Sampler {
             .collect();
         for token in hung {
             let slot = token.0 as usize;
-            if self.slots.get(slot).is_none_or(|s| s.closed) {
+            if self.slots.get(slot).map_or(true, |s| s.closed) {
                 continue;
             }
             self.close_slot(slot, f);

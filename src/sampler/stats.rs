@@ -12,6 +12,7 @@ use std::collections::HashMap;
 ///
 /// [`Sampler::stats`]: super::Sampler::stats
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Stats {
     /// Records of every type handed to the callback.
     pub records: u64,
@@ -39,6 +40,7 @@ impl Stats {
 /// One thread the sampler has seen: in the target when it attached, created later
 /// (`PERF_RECORD_FORK`), or named by a record's `tid`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ThreadInfo {
     /// Process id (0 until a record says).
     pub pid: u32,
