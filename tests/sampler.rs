@@ -145,3 +145,87 @@ fn pid_threads_created_after_attach_exact_per_thread() {
     assert!(child.wait().unwrap().success());
     check(&sampler, &seen, &tid_file);
 }
+
+static SIGNALLED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Signal context: count only.
+fn on_signal(_: &perfring::Notification, _: usize) {
+    SIGNALLED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+#[test]
+fn thread_signal_notification_then_the_caller_drains() {
+    use perfring::notify::signal::Handler;
+    use perfring::sampler::Notify;
+    let prog = util::threads_program();
+    let tid_file = util::temp_path("tids");
+    let cmd = launch::Command::new(&prog)
+        .args(["4", "1000"])
+        .arg(&tid_file);
+    let signal = perfring::ThreadSignal::install(None, false).unwrap();
+    let mut sampler = Sampler::builder(Target::Command(cmd))
+        .event(breakpoint(&TargetImage::Spawned(prog.clone())))
+        .notify(Notify::Signal {
+            signal,
+            tid: None,
+            handler: Handler::Callback(on_signal, 0),
+        })
+        .start()
+        .unwrap();
+    let mut seen = Seen::default();
+    let mut handled = 0;
+    loop {
+        // Told by the handler: drain on this thread.
+        if SIGNALLED.load(std::sync::atomic::Ordering::SeqCst) > handled {
+            handled = SIGNALLED.load(std::sync::atomic::Ordering::SeqCst);
+            sampler.drain(|d| seen.take(d)).unwrap();
+        }
+        if sampler.target_ended().unwrap().is_some() {
+            sampler.drain(|d| seen.take(d)).unwrap();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let tids = util::tids_in(&tid_file);
+    let expected: BTreeMap<u32, u64> = tids.iter().map(|&t| (t, CALLS / PERIOD)).collect();
+    assert_eq!(seen.per_tid, expected);
+    // The inheriting threads' overflows were signalled to this thread, through this
+    // sampler's registrations (a wake-up is not an overflow: counts come from records).
+    let n = sampler.notifications();
+    assert!(n > 0, "{n}");
+    assert_eq!(n, SIGNALLED.load(std::sync::atomic::Ordering::SeqCst));
+}
+
+#[test]
+fn sigtrap_in_the_sampled_thread_of_this_process() {
+    use perfring::notify::sigtrap::TrapHandler;
+    use perfring::sampler::Notify;
+    let (tid, go, worker) = util::gated_thread(|| util::call_target(CALLS));
+    let event = Counter::builder_for(util::target_breakpoint())
+        .period(PERIOD)
+        .sample(SampleType::IP);
+    let mut sampler = Sampler::builder(Target::Tid(tid as i32))
+        .event(event)
+        .notify(Notify::Sigtrap {
+            trap: perfring::Sigtrap::install().unwrap(),
+            handler: TrapHandler::Count,
+        })
+        .start()
+        .unwrap();
+    go.send(()).unwrap();
+    worker.join().unwrap();
+    let mut samples = 0;
+    sampler
+        .drain(|d| {
+            if let RecordKind::Sample(s) = d.record.kind() {
+                assert_eq!((d.event, d.tid), (Some(0), Some(tid)));
+                assert_eq!(s.ip(), Some(util::target_addr()));
+                samples += 1;
+            }
+        })
+        .unwrap();
+    // One synchronous SIGTRAP per overflow, in the overflowing thread.
+    assert_eq!(samples, CALLS / PERIOD);
+    assert_eq!(sampler.notifications(), CALLS / PERIOD);
+    assert_eq!(sampler.thread(tid).unwrap().stats.samples, CALLS / PERIOD);
+}

@@ -2,7 +2,7 @@
 //! per-CPU counters, and the tracking counter beside them (see the module docs of
 //! [`super`] for why this order and what it guarantees).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::drain::{Slot, TaskQueue};
@@ -124,7 +124,23 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
         (Target::Pid(p) | Target::Tid(p), None) => Some(*p),
         _ => None,
     };
+    let sigtrap = matches!(cfg.notify, super::Notify::Sigtrap { .. });
+    let builders = if sigtrap {
+        // Only threads inherit a sigtrap counter (a child process has no handler for it).
+        builders
+            .into_iter()
+            .map(|b| {
+                let inherited = b.attr().inherit() != 0;
+                b.inherit_thread(inherited)
+            })
+            .collect()
+    } else {
+        builders
+    };
     let mut s = Sampler {
+        armed: super::notify::Armed::default(),
+        notify: cfg.notify.clone(),
+        sig_events: HashMap::new(),
         poller: Poller::new()?,
         slots: Vec::new(),
         events,
@@ -170,10 +186,11 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
             for &cpu in cpus {
                 s.open_tracking(-1, Some(cpu))?;
                 for i in 0..s.builders.len() {
-                    let b = s.builders[i].clone().target(crate::Target::Cpu(cpu));
+                    let b = s.event_builder(i, crate::Target::Cpu(cpu));
                     let c = s.open_budgeted(&b)?;
+                    s.note_id(Some(i), &c)?;
                     let ring = Ring::map(&c, s.size)?;
-                    s.register(Some(i), None, c, ring, Start::Now)?;
+                    s.register(Some(i), None, c, ring, Start::Now, true)?;
                 }
             }
         }
@@ -199,8 +216,12 @@ impl Sampler {
         counter: Counter,
         ring: Ring,
         start: Start,
+        arm: bool,
     ) -> Result<()> {
         let token = Token(self.slots.len() as u64);
+        if arm {
+            self.armed.arm(&self.notify, &counter, token)?;
+        }
         self.poller.register(token, counter, ring)?;
         self.slots.push(Slot {
             event,
@@ -220,6 +241,18 @@ impl Sampler {
             },
             (Start::Later, _, _) => Ok(()),
         }
+    }
+
+    /// The builder for one more counter of event `i`: in sigtrap mode, with a
+    /// `sig_data` of its own.
+    fn event_builder(&mut self, i: usize, target: crate::Target) -> Builder {
+        let b = self.builders[i].clone().target(target);
+        if !matches!(self.notify, super::Notify::Sigtrap { .. }) {
+            return b;
+        }
+        let key = super::notify::next_sig_data();
+        self.sig_events.insert(key, i);
+        b.sigtrap(key)
     }
 
     fn open_budgeted(&self, b: &Builder) -> Result<Counter> {
@@ -263,23 +296,31 @@ impl Sampler {
             (counter, ring)
         };
         let owner = cpu.is_none().then_some(pid as u32);
-        self.register(None, owner, counter, ring, Start::Later)
+        // Signals for tracking records matter only to follow threads (per-thread mode);
+        // a dummy never overflows, so there is no SIGTRAP to route.
+        let arm = matches!(self.notify, super::Notify::Signal { .. })
+            && self.mode == Mode::PerThread
+            && self.follow;
+        self.register(None, owner, counter, ring, Start::Later, arm)
     }
 
     /// Inherited counters for every event on root thread `tid`, each into an anchor ring.
     pub(super) fn open_root(&mut self, tid: libc::pid_t) -> Result<()> {
         for i in 0..self.builders.len() {
-            let b = self.builders[i].clone().target(crate::Target::Thread(tid));
+            let b = self.event_builder(i, crate::Target::Thread(tid));
             let counter = b.open()?;
             self.note_id(Some(i), &counter)?;
             let (anchor, ring) = Ring::map_inherited(&counter, self.size)?;
+            // Signals come from the counter (its inherited copies too), not the anchor.
+            let token = Token(self.slots.len() as u64);
+            self.armed.arm(&self.notify, &counter, token)?;
             // The anchor is a dummy that only owns the ring: the inherited counter is
             // the one to enable (now, or at the command's exec).
             if b.attr().enable_on_exec() == 0 {
                 counter.enable()?;
             }
             self.inherited.push(counter);
-            self.register(Some(i), None, anchor, ring, Start::Later)?;
+            self.register(Some(i), None, anchor, ring, Start::Later, false)?;
         }
         self.attached.insert(tid as u32);
         Ok(())
@@ -292,9 +333,8 @@ impl Sampler {
         self.attached.insert(tid as u32);
         self.threads.entry(None, tid as u32);
         for i in 0..self.builders.len() {
-            let b = self.builders[i]
-                .clone()
-                .target(crate::Target::Thread(tid))
+            let b = self
+                .event_builder(i, crate::Target::Thread(tid))
                 .enable_on_exec(main && self.budget.is_none());
             let counter = match self.open_budgeted(&b) {
                 Ok(c) => c,
@@ -313,7 +353,7 @@ impl Sampler {
             } else {
                 Start::Now
             };
-            self.register(Some(i), Some(tid as u32), counter, ring, start)?;
+            self.register(Some(i), Some(tid as u32), counter, ring, start, true)?;
         }
         Ok(())
     }

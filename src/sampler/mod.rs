@@ -80,17 +80,19 @@
 mod attach;
 mod drain;
 mod exec;
+mod notify;
 mod stats;
 mod symbolizer;
 mod target;
 
 pub use drain::Delivery;
 pub use exec::ExecQueue;
+pub use notify::Notify;
 pub use stats::{Stats, ThreadInfo};
 pub use symbolizer::Symbolizer;
 pub use target::{Target, TargetEnd};
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
@@ -171,6 +173,7 @@ pub struct SamplerBuilder {
     per_thread: bool,
     budget: Option<u32>,
     tracking: bool,
+    notify: Notify,
 }
 
 impl SamplerBuilder {
@@ -216,6 +219,13 @@ impl SamplerBuilder {
         self
     }
 
+    /// How the sampler is told that records wait (default: the poll driver); see
+    /// [`Notify`].
+    pub fn notify(mut self, notify: Notify) -> Self {
+        self.notify = notify;
+        self
+    }
+
     /// Opens every counter and ring, registers them with the poll driver, enables them,
     /// and starts the command if the target is one.
     ///
@@ -232,6 +242,11 @@ impl SamplerBuilder {
 /// A target sampled with one or more events; see the [module docs](self).
 #[derive(Debug)]
 pub struct Sampler {
+    /// Signal registrations: dropped first, so no handler runs for a closed counter.
+    armed: notify::Armed,
+    notify: Notify,
+    /// `sig_data` of each sigtrap counter → its event.
+    sig_events: HashMap<u64, usize>,
     poller: Poller,
     slots: Vec<Slot>,
     events: Vec<EventInfo>,
@@ -276,6 +291,7 @@ impl Sampler {
             per_thread: false,
             budget: None,
             tracking: true,
+            notify: Notify::Poll,
         }
     }
 
@@ -469,6 +485,25 @@ impl Sampler {
     /// (per-thread mode).
     pub fn missed_threads(&self) -> u64 {
         self.missed_threads
+    }
+
+    /// Notifications the signal or `SIGTRAP` handler took for this sampler's counters
+    /// ([`Notify::Signal`], [`Notify::Sigtrap`]; 0 with the poll driver, see
+    /// [`wakeups`](Self::wakeups)).
+    pub fn notifications(&self) -> u64 {
+        self.armed.notifications()
+    }
+
+    /// The event a notification is about: its [`Token`] (a signal's
+    /// [`Notification::token`], a `SIGTRAP`'s [`SigtrapInfo::token`]); `None` for the
+    /// tracking counter or an unknown token.
+    ///
+    /// [`SigtrapInfo::token`]: crate::notify::SigtrapInfo::token
+    pub fn event_of(&self, token: Token) -> Option<usize> {
+        if let Some(&e) = self.sig_events.get(&token.0) {
+            return Some(e);
+        }
+        self.slots.get(usize::try_from(token.0).ok()?)?.event
     }
 
     /// Whether every per-thread counter has delivered its [`budget`] (false without
