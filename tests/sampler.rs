@@ -74,9 +74,9 @@ fn check(sampler: &Sampler, seen: &Seen, tid_file: &Path) {
     let tids = util::tids_in(tid_file);
     assert_eq!(tids.len(), THREADS);
     let expected: BTreeMap<u32, u64> = tids.iter().map(|&t| (t, CALLS / PERIOD)).collect();
-    assert_eq!(seen.per_tid, expected);
-    assert_eq!(seen.other_events, 0);
     let total = sampler.stats();
+    assert_eq!(seen.per_tid, expected, "{total:?}");
+    assert_eq!(seen.other_events, 0);
     assert_eq!(total.samples, THREADS as u64 * CALLS / PERIOD, "{total:?}");
     assert_eq!((total.lost, total.lost_samples, total.undecoded), (0, 0, 0));
     for &t in &tids {
@@ -106,11 +106,13 @@ fn command_threads_created_later_exact_per_thread() {
     ]);
     let mut sampler = Sampler::builder(Target::Command(cmd))
         .event(breakpoint(&TargetImage::Spawned(prog.clone())))
+        .exact_periods(true)
         .start()
         .unwrap();
     let mut seen = Seen::default();
     let end = run(&mut sampler, &mut seen);
     assert_eq!(end, TargetEnd::Exited(launch::ExitStatus::Exited(0)));
+    assert_eq!(sampler.read(0).unwrap().value, THREADS as u64 * CALLS);
     check(&sampler, &seen, &tid_file);
 }
 
@@ -133,8 +135,13 @@ fn pid_threads_created_after_attach_exact_per_thread() {
         .unwrap();
     assert_eq!(line, "ready\n");
     let pid = child.id() as i32;
+    // Event 1 counts the same breakpoint without sampling (what `stat -p` reads).
+    let counting =
+        Counter::builder_for(resolve_event("mem:hit:x", &TargetImage::Process(pid)).unwrap());
     let mut sampler = Sampler::builder(Target::Pid(pid))
         .event(breakpoint(&TargetImage::Process(pid)))
+        .event(counting)
+        .exact_periods(true)
         .start()
         .unwrap();
     // Attached: let it start its threads.
@@ -144,6 +151,9 @@ fn pid_threads_created_after_attach_exact_per_thread() {
     assert_eq!(end, TargetEnd::Gone);
     assert!(child.wait().unwrap().success());
     check(&sampler, &seen, &tid_file);
+    // Every call of every thread, counted by the inherited counters.
+    assert_eq!(sampler.read(1).unwrap().value, THREADS as u64 * CALLS);
+    assert_eq!(sampler.read(0).unwrap().value, THREADS as u64 * CALLS);
 }
 
 static SIGNALLED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -165,6 +175,7 @@ fn thread_signal_notification_then_the_caller_drains() {
     let signal = perfring::ThreadSignal::install(None, false).unwrap();
     let mut sampler = Sampler::builder(Target::Command(cmd))
         .event(breakpoint(&TargetImage::Spawned(prog.clone())))
+        .exact_periods(true)
         .notify(Notify::Signal {
             signal,
             tid: None,

@@ -32,6 +32,8 @@ enum Start {
     Now,
     /// Leave it: it is enabled already, at exec, or by someone else.
     Later,
+    /// An anchor (a dummy owning the ring of inherited counters): leave it.
+    Anchor,
 }
 
 fn layout_of(b: &Builder) -> Result<Layout> {
@@ -153,6 +155,13 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
         tracking_size: cfg.tracking_size,
         budget: cfg.budget,
         inherited: Vec::new(),
+        closed_counts: Vec::new(),
+        cpus: if mode == Mode::Inherit || cfg.tracking {
+            crate::counter::online_cpus()?
+        } else {
+            Vec::new()
+        },
+        exact_periods: cfg.exact_periods,
         muted: Vec::new(),
         attached: HashSet::new(),
         threads: Threads::with_capacity(64),
@@ -168,6 +177,7 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
         missed_threads: 0,
         watchee: Watchee::Cpus,
     };
+    s.closed_counts = vec![Default::default(); s.builders.len()];
     match &cfg.target {
         Target::Command(_) => {
             let pid = watchee_pid.unwrap_or_default();
@@ -228,6 +238,7 @@ impl Sampler {
             owner,
             samples: 0,
             closed: false,
+            counts: !matches!(start, Start::Anchor),
         });
         match (start, event, self.budget) {
             (Start::Now, Some(i), Some(n)) => {
@@ -239,7 +250,7 @@ impl Sampler {
                 Some(c) => c.enable(),
                 None => Ok(()),
             },
-            (Start::Later, _, _) => Ok(()),
+            (Start::Later | Start::Anchor, _, _) => Ok(()),
         }
     }
 
@@ -275,38 +286,62 @@ impl Sampler {
         Ok(())
     }
 
-    /// The tracking counter on `pid` (inherited unless per CPU or `-t`).
+    /// The tracking counter on `pid` (inherited unless per CPU or `-t`). An inherited
+    /// one is opened once per CPU (`pid`, `cpu`), each with its own ring: the kernel's
+    /// ring code assumes one writer per CPU, and inheriting threads on different CPUs
+    /// would otherwise write one ring at once.
     fn open_tracking(&mut self, pid: libc::pid_t, cpu: Option<i32>) -> Result<()> {
         let Some(b) = &self.tracking_builder else {
             return Ok(());
         };
-        let b = b.clone().target(match cpu {
-            Some(c) => crate::Target::Cpu(c),
-            None => crate::Target::Thread(pid),
-        });
-        let counter = b.open()?;
-        self.note_id(None, &counter)?;
-        let size = self.tracking_size;
-        let (counter, ring) = if b.attr().inherit() != 0 {
-            let (anchor, ring) = Ring::map_inherited(&counter, size)?;
-            self.inherited.push(counter);
-            (anchor, ring)
-        } else {
-            let ring = Ring::map(&counter, size)?;
-            (counter, ring)
+        let inherited = b.attr().inherit() != 0 && cpu.is_none();
+        let targets: Vec<crate::Target> = match cpu {
+            Some(c) => vec![crate::Target::Cpu(c)],
+            None if inherited => self
+                .cpus
+                .iter()
+                .map(|&c| crate::Target::ThreadOnCpu(pid, c))
+                .collect(),
+            None => vec![crate::Target::Thread(pid)],
         };
-        let owner = cpu.is_none().then_some(pid as u32);
+        let b = b.clone();
         // Signals for tracking records matter only to follow threads (per-thread mode);
         // a dummy never overflows, so there is no SIGTRAP to route.
         let arm = matches!(self.notify, super::Notify::Signal { .. })
             && self.mode == Mode::PerThread
             && self.follow;
-        self.register(None, owner, counter, ring, Start::Later, arm)
+        let owner = cpu.is_none().then_some(pid as u32);
+        for t in targets {
+            let counter = b.clone().target(t).open()?;
+            self.note_id(None, &counter)?;
+            let ring = Ring::map(&counter, self.tracking_size)?;
+            self.register(None, owner, counter, ring, Start::Later, arm)?;
+        }
+        Ok(())
     }
 
-    /// Inherited counters for every event on root thread `tid`, each into an anchor ring.
+    /// Inherited counters for every event on root thread `tid`: one per CPU with a ring
+    /// each ([`SamplerBuilder::exact_periods`] off, race-free), or one per task writing
+    /// into an anchor ring (on: one period per thread however it migrates).
+    ///
+    /// [`SamplerBuilder::exact_periods`]: super::SamplerBuilder::exact_periods
     pub(super) fn open_root(&mut self, tid: libc::pid_t) -> Result<()> {
         for i in 0..self.builders.len() {
+            if !self.exact_periods {
+                for c in self.cpus.clone() {
+                    let b = self.event_builder(i, crate::Target::ThreadOnCpu(tid, c));
+                    let counter = b.open()?;
+                    self.note_id(Some(i), &counter)?;
+                    let ring = Ring::map(&counter, self.size)?;
+                    let start = if b.attr().enable_on_exec() == 0 {
+                        Start::Now
+                    } else {
+                        Start::Later
+                    };
+                    self.register(Some(i), None, counter, ring, start, true)?;
+                }
+                continue;
+            }
             let b = self.event_builder(i, crate::Target::Thread(tid));
             let counter = b.open()?;
             self.note_id(Some(i), &counter)?;
@@ -319,8 +354,8 @@ impl Sampler {
             if b.attr().enable_on_exec() == 0 {
                 counter.enable()?;
             }
-            self.inherited.push(counter);
-            self.register(Some(i), None, anchor, ring, Start::Later, false)?;
+            self.inherited.push((Some(i), counter));
+            self.register(Some(i), None, anchor, ring, Start::Anchor, false)?;
         }
         self.attached.insert(tid as u32);
         Ok(())
