@@ -422,14 +422,11 @@ impl Sampler {
     /// an inherited root's ring is taken off epoll but kept and drained, since the
     /// threads that inherited it may still write to it.
     fn on_hups(&mut self, f: &mut dyn FnMut(Delivery<'_>)) {
-        let hung: Vec<Token> = self
-            .ready
-            .iter()
-            .filter(|n| n.kind == NotifyKind::Hup)
-            .map(|n| n.token)
-            .collect();
-        for token in hung {
-            let slot = token.0 as usize;
+        for i in 0..self.ready.len() {
+            if self.ready[i].kind != NotifyKind::Hup {
+                continue;
+            }
+            let slot = self.ready[i].token.0 as usize;
             if self.slots.get(slot).map_or(true, |s| s.closed) {
                 continue;
             }
