@@ -25,6 +25,13 @@ const STARTED_WAIT: Duration = Duration::from_secs(2);
 /// creating threads faster than they can be attached.
 const MAX_ROUNDS: usize = 64;
 
+/// Where a counter opened for one target is kept (for its group's members).
+#[derive(Debug, Clone, Copy)]
+enum Opened {
+    Slot(usize),
+    Inherited(usize),
+}
+
 /// When a registered counter starts counting.
 #[derive(Debug, Clone, Copy)]
 enum Start {
@@ -162,6 +169,7 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
             Vec::new()
         },
         exact_periods: cfg.exact_periods,
+        leader_of: cfg.leader_of.clone(),
         muted: Vec::new(),
         attached: HashSet::new(),
         threads: Threads::with_capacity(64),
@@ -195,12 +203,15 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
         Target::Cpus(cpus) => {
             for &cpu in cpus {
                 s.open_tracking(-1, Some(cpu))?;
+                let mut opened = vec![None; s.builders.len()];
                 for i in 0..s.builders.len() {
                     let b = s.event_builder(i, crate::Target::Cpu(cpu));
+                    let b = s.join_group(i, b, &opened);
                     let c = s.open_budgeted(&b)?;
                     s.note_id(Some(i), &c)?;
                     let ring = Ring::map(&c, s.size)?;
                     s.register(Some(i), None, c, ring, Start::Now, true)?;
+                    opened[i] = Some(s.last_counter(false));
                 }
             }
         }
@@ -266,6 +277,35 @@ impl Sampler {
         b.sigtrap(key)
     }
 
+    /// Where the counter just opened for event `i` on the current target lives, for
+    /// its group's members to join.
+    fn last_counter(&self, in_inherited: bool) -> Opened {
+        if in_inherited {
+            Opened::Inherited(self.inherited.len() - 1)
+        } else {
+            Opened::Slot(self.slots.len() - 1)
+        }
+    }
+
+    /// `b` joined to its group leader's counter on the same target, if event `i` is a
+    /// member ([`SamplerBuilder::group`]).
+    ///
+    /// [`SamplerBuilder::group`]: super::SamplerBuilder::group
+    fn join_group(&self, i: usize, b: Builder, opened: &[Option<Opened>]) -> Builder {
+        let Some(leader) = self.leader_of.get(i).copied().flatten() else {
+            return b;
+        };
+        let counter = match opened.get(leader).copied().flatten() {
+            Some(Opened::Slot(slot)) => self.poller.counter(Token(slot as u64)),
+            Some(Opened::Inherited(k)) => self.inherited.get(k).map(|(_, c)| c),
+            None => None,
+        };
+        match counter {
+            Some(c) => b.group(c),
+            None => b,
+        }
+    }
+
     fn open_budgeted(&self, b: &Builder) -> Result<Counter> {
         match self.budget {
             Some(n) => Budget::new(b.clone(), n).open(),
@@ -326,10 +366,14 @@ impl Sampler {
     ///
     /// [`SamplerBuilder::exact_periods`]: super::SamplerBuilder::exact_periods
     pub(super) fn open_root(&mut self, tid: libc::pid_t) -> Result<()> {
+        let cpus = self.cpus.clone();
+        // Per CPU (or once, for exact periods): which counter each event got there.
+        let mut opened = vec![vec![None; self.builders.len()]; cpus.len().max(1)];
         for i in 0..self.builders.len() {
             if !self.exact_periods {
-                for c in self.cpus.clone() {
+                for (k, &c) in cpus.iter().enumerate() {
                     let b = self.event_builder(i, crate::Target::ThreadOnCpu(tid, c));
+                    let b = self.join_group(i, b, &opened[k]);
                     let counter = b.open()?;
                     self.note_id(Some(i), &counter)?;
                     let ring = Ring::map(&counter, self.size)?;
@@ -339,10 +383,12 @@ impl Sampler {
                         Start::Later
                     };
                     self.register(Some(i), None, counter, ring, start, true)?;
+                    opened[k][i] = Some(self.last_counter(false));
                 }
                 continue;
             }
             let b = self.event_builder(i, crate::Target::Thread(tid));
+            let b = self.join_group(i, b, &opened[0]);
             let counter = b.open()?;
             self.note_id(Some(i), &counter)?;
             let (anchor, ring) = Ring::map_inherited(&counter, self.size)?;
@@ -355,6 +401,7 @@ impl Sampler {
                 counter.enable()?;
             }
             self.inherited.push((Some(i), counter));
+            opened[0][i] = Some(self.last_counter(true));
             self.register(Some(i), None, anchor, ring, Start::Anchor, false)?;
         }
         self.attached.insert(tid as u32);
@@ -367,10 +414,12 @@ impl Sampler {
     pub(super) fn open_thread(&mut self, tid: libc::pid_t, main: bool) -> Result<()> {
         self.attached.insert(tid as u32);
         self.threads.entry(None, tid as u32);
+        let mut opened = vec![None; self.builders.len()];
         for i in 0..self.builders.len() {
             let b = self
                 .event_builder(i, crate::Target::Thread(tid))
                 .enable_on_exec(main && self.budget.is_none());
+            let b = self.join_group(i, b, &opened);
             let counter = match self.open_budgeted(&b) {
                 Ok(c) => c,
                 Err(e)
@@ -389,6 +438,7 @@ impl Sampler {
                 Start::Now
             };
             self.register(Some(i), Some(tid as u32), counter, ring, start, true)?;
+            opened[i] = Some(self.last_counter(false));
         }
         Ok(())
     }

@@ -184,6 +184,8 @@ pub struct SamplerBuilder {
     tracking: bool,
     notify: Notify,
     exact_periods: bool,
+    /// For each event, the index of its group leader if it is a group member.
+    leader_of: Vec<Option<usize>>,
 }
 
 impl SamplerBuilder {
@@ -193,6 +195,20 @@ impl SamplerBuilder {
     /// `sample_type` and `sample_id_all` is set, so every record names its thread.
     pub fn event(mut self, event: Builder) -> Self {
         self.events.push(event);
+        self.leader_of.push(None);
+        self
+    }
+
+    /// Adds events that are scheduled together as one group on every target: the
+    /// first leads, the others join it (`group_fd`) wherever the sampler opens
+    /// counters. Each keeps its own index (in order, after the events added before)
+    /// and its own ring, so [`Delivery::event`] says which member overflowed.
+    pub fn group(mut self, events: impl IntoIterator<Item = Builder>) -> Self {
+        let leader = self.events.len();
+        for (k, event) in events.into_iter().enumerate() {
+            self.events.push(event);
+            self.leader_of.push((k > 0).then_some(leader));
+        }
         self
     }
 
@@ -297,6 +313,7 @@ pub struct Sampler {
     /// Online CPUs, for per-CPU inherited counters.
     cpus: Vec<i32>,
     exact_periods: bool,
+    leader_of: Vec<Option<usize>>,
     /// Rings no longer polled (their task exited and epoll would report `EPOLLHUP` on
     /// every wait) but still drained: inherited copies may still write to them.
     muted: Vec<(usize, Counter, Ring)>,
@@ -329,6 +346,7 @@ impl Sampler {
             tracking: true,
             notify: Notify::Poll,
             exact_periods: false,
+            leader_of: Vec::new(),
         }
     }
 
