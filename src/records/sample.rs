@@ -6,7 +6,9 @@ use zerocopy::FromBytes;
 
 use super::error::DecodeError;
 use super::layout::Layout;
-use super::view::{read_len, u32_at, u64_at, Array, Misc, ReadValues, SampleId, U64s};
+use super::view::{
+    read_len, u32_at, u32_hi, u32_lo, u64_at, u64_word, Array, Misc, ReadValues, SampleId, U64s,
+};
 use crate::sys;
 
 /// A `PERF_RECORD_SAMPLE`, read in place.
@@ -30,6 +32,9 @@ pub struct Sample<'a> {
     /// Offset of the callchain (0: not recorded). The offsets of later fields are found
     /// again by [`walk`] when asked for: they are rare, and this keeps a sample small.
     callchain: u16,
+    /// The callchain's `nr`, checked against the record by `parse` (a record is at most
+    /// 65535 bytes, so it fits), so that `callchain()` is one bounds check.
+    chain_nr: u16,
 }
 
 /// Walks the variable part, checking each length against the record.
@@ -166,6 +171,25 @@ fn walk(b: &[u8], layout: &Layout, stop: u64) -> Result<usize, DecodeError> {
     Ok(w.at)
 }
 
+/// The callchain's `nr` at `at`, checked to lie inside the record (at most 65535
+/// bytes, so `nr` fits a `u16`).
+#[inline(always)]
+fn chain_nr(b: &[u8], at: usize) -> Result<u16, DecodeError> {
+    let w = Walk { b, at };
+    let nr = w.word("callchain.nr")?;
+    let room = b.len().saturating_sub(at + 8) / 8;
+    if nr > room as u64 {
+        return Err(DecodeError::truncated(
+            "callchain.ips",
+            at + 8,
+            usize::try_from(nr).map_or(usize::MAX, |n| n.saturating_mul(8)),
+            b.len().saturating_sub(at + 8),
+        ));
+    }
+    // `room` < 8192 for a record of at most 65535 bytes.
+    u16::try_from(nr).map_err(|_| w.short("callchain.ips", usize::MAX))
+}
+
 impl<'a> Sample<'a> {
     /// Parses the sample in `bytes` (one whole record, at most 64 KiB as its `u16` size
     /// says), checking every field's bounds.
@@ -183,29 +207,26 @@ impl<'a> Sample<'a> {
         let v = layout.variable;
         if v == u64::from(sys::PERF_SAMPLE_CALLCHAIN) {
             // The common case: fixed fields, then only the callchain.
-            let mut w = Walk {
-                b: bytes,
-                at: fixed,
-            };
-            let nr = w.word("callchain.nr")?;
-            w.at += 8;
-            w.skip(nr, 8, "callchain.ips")?;
+            let chain_nr = chain_nr(bytes, fixed)?;
             return Ok(Sample {
                 bytes,
                 layout,
                 callchain: fixed as u16,
+                chain_nr,
             });
         }
         walk(bytes, layout, 0)?;
-        let callchain = if v & u64::from(sys::PERF_SAMPLE_CALLCHAIN) != 0 {
-            walk(bytes, layout, sys::PERF_SAMPLE_CALLCHAIN.into())? as u16
+        let (callchain, chain_nr) = if v & u64::from(sys::PERF_SAMPLE_CALLCHAIN) != 0 {
+            let at = walk(bytes, layout, sys::PERF_SAMPLE_CALLCHAIN.into())?;
+            (at as u16, chain_nr(bytes, at)?)
         } else {
-            0
+            (0, 0)
         };
         Ok(Sample {
             bytes,
             layout,
             callchain,
+            chain_nr,
         })
     }
 
@@ -218,28 +239,27 @@ impl<'a> Sample<'a> {
     }
 
     /// The whole record, header included.
+    #[inline]
     pub fn as_bytes(&self) -> &'a [u8] {
         self.bytes
     }
 
     /// The layout plan this sample was decoded with.
+    #[inline]
     pub fn layout(&self) -> &'a Layout {
         self.layout
     }
 
     /// The header's `misc` bits (`cpumode`, `exact_ip`).
+    #[inline]
     pub fn misc(&self) -> Misc {
         Misc(super::view::u16_at(self.bytes, 4).unwrap_or(0))
     }
 
     /// The id fields (`identifier`, `pid`/`tid`, `time`, `id`, `stream_id`, `cpu`).
+    #[inline]
     pub fn sample_id(&self) -> SampleId<'a> {
         SampleId::new(self.bytes, &self.layout.sample_ids)
-    }
-
-    #[inline(always)]
-    fn word_at(&self, off: Option<u16>) -> Option<u64> {
-        u64_at(self.bytes, usize::from(off?))
     }
 
     fn var_word(&self, bit: u32) -> Option<u64> {
@@ -249,57 +269,57 @@ impl<'a> Sample<'a> {
     /// `PERF_SAMPLE_IDENTIFIER`
     #[inline]
     pub fn identifier(&self) -> Option<u64> {
-        self.word_at(self.layout.sample_ids.identifier)
+        u64_word(self.bytes, self.layout.sample_ids.identifier)
     }
     /// `PERF_SAMPLE_IP`: the instruction pointer.
     #[inline]
     pub fn ip(&self) -> Option<u64> {
-        self.word_at(self.layout.ip)
+        u64_word(self.bytes, self.layout.ip)
     }
     /// `PERF_SAMPLE_TID`: process id.
     #[inline]
     pub fn pid(&self) -> Option<u32> {
-        u32_at(self.bytes, usize::from(self.layout.sample_ids.tid?))
+        u32_lo(self.bytes, self.layout.sample_ids.tid)
     }
     /// `PERF_SAMPLE_TID`: thread id.
     #[inline]
     pub fn tid(&self) -> Option<u32> {
-        u32_at(self.bytes, usize::from(self.layout.sample_ids.tid?) + 4)
+        u32_hi(self.bytes, self.layout.sample_ids.tid)
     }
     /// `PERF_SAMPLE_TIME`: timestamp.
     #[inline]
     pub fn time(&self) -> Option<u64> {
-        self.word_at(self.layout.sample_ids.time)
+        u64_word(self.bytes, self.layout.sample_ids.time)
     }
     /// `PERF_SAMPLE_ADDR`: an address, usually of a tracepoint, breakpoint or memory access.
     #[inline]
     pub fn addr(&self) -> Option<u64> {
-        self.word_at(self.layout.addr)
+        u64_word(self.bytes, self.layout.addr)
     }
     /// `PERF_SAMPLE_ID`: the counter's id (the leader's in a group).
     #[inline]
     pub fn id(&self) -> Option<u64> {
-        self.word_at(self.layout.sample_ids.id)
+        u64_word(self.bytes, self.layout.sample_ids.id)
     }
     /// `PERF_SAMPLE_STREAM_ID`: the id of the counter this one was inherited from.
     #[inline]
     pub fn stream_id(&self) -> Option<u64> {
-        self.word_at(self.layout.sample_ids.stream_id)
+        u64_word(self.bytes, self.layout.sample_ids.stream_id)
     }
     /// `PERF_SAMPLE_CPU`: the CPU.
     #[inline]
     pub fn cpu(&self) -> Option<u32> {
-        u32_at(self.bytes, usize::from(self.layout.sample_ids.cpu?))
+        u32_lo(self.bytes, self.layout.sample_ids.cpu)
     }
     /// `PERF_SAMPLE_CPU`: the reserved word after the CPU.
     #[inline]
     pub fn cpu_res(&self) -> Option<u32> {
-        u32_at(self.bytes, usize::from(self.layout.sample_ids.cpu?) + 4)
+        u32_hi(self.bytes, self.layout.sample_ids.cpu)
     }
     /// `PERF_SAMPLE_PERIOD`: the sampling period when the sample was taken.
     #[inline]
     pub fn period(&self) -> Option<u64> {
-        self.word_at(self.layout.period)
+        u64_word(self.bytes, self.layout.period)
     }
 
     /// `PERF_SAMPLE_READ`: the counter values, in `read_format`'s layout.
@@ -314,12 +334,12 @@ impl<'a> Sample<'a> {
     /// markers between the kernel and user parts.
     #[inline]
     pub fn callchain(&self) -> Option<U64s<'a>> {
-        let at = usize::from(self.callchain);
-        if at == 0 {
+        if self.callchain == 0 {
             return None;
         }
-        let nr = usize::try_from(u64_at(self.bytes, at)?).ok()?;
-        let ips = self.bytes.get(at + 8..)?.get(..nr.checked_mul(8)?)?;
+        // Both u16: the range cannot overflow, and `parse` checked it lies inside.
+        let at = usize::from(self.callchain) + 8;
+        let ips = self.bytes.get(at..at + 8 * usize::from(self.chain_nr))?;
         Some(Array::new_unchecked_len(ips))
     }
 
