@@ -57,8 +57,6 @@ pub use other::{
 pub use sample::{BranchStack, Regs, Sample, UserStack};
 pub use view::{Array, ArrayIter, CpuMode, Misc, ReadValue, ReadValues, SampleId, U64s};
 
-use zerocopy::FromBytes;
-
 use crate::sys;
 use other::Body;
 
@@ -155,36 +153,47 @@ impl<'a> Record<'a> {
     /// ```
     #[inline]
     pub fn parse(bytes: &'a [u8], layout: &'a Layout) -> Result<Self, DecodeError> {
-        let (header, _) = sys::perf_event_header::read_from_prefix(bytes)
-            .map_err(|_| DecodeError::truncated("header", 0, 8, bytes.len()))?;
-        let size = usize::from(header.size);
-        if size < 8 {
-            return Err(DecodeError::truncated("header.size", 6, 8, size));
+        let Some(h) = bytes.first_chunk::<8>() else {
+            return Err(Self::bad_header(bytes, 0));
+        };
+        let record_type = u32::from_ne_bytes([h[0], h[1], h[2], h[3]]);
+        let size = usize::from(u16::from_ne_bytes([h[6], h[7]]));
+        // One test for both: at least a header, and a multiple of 8.
+        if size < 8 || size % 8 != 0 {
+            return Err(Self::bad_header(bytes, size));
         }
-        if size % 8 != 0 {
-            return Err(DecodeError::new(
-                DecodeErrorKind::Unaligned,
-                "header.size",
-                6,
-                size,
-                size,
-            ));
-        }
-        let bytes = bytes.get(..size).ok_or(DecodeError::new(
-            DecodeErrorKind::ShortSlice,
-            "header.size",
-            0,
-            size,
-            bytes.len(),
-        ))?;
-        if header.type_ == sys::PERF_RECORD_SAMPLE {
+        let Some(bytes) = bytes.get(..size) else {
+            return Err(Self::bad_header(bytes, size));
+        };
+        if record_type == sys::PERF_RECORD_SAMPLE {
             return Ok(Record {
                 bytes,
                 layout,
                 kind: RecordKind::Sample(Sample::parse(bytes, layout)?),
             });
         }
-        Self::parse_other(bytes, layout, header.type_, header.misc)
+        Self::parse_other(bytes, layout, record_type, u16::from_ne_bytes([h[4], h[5]]))
+    }
+
+    /// Why the header at the start of `bytes`, which says `size`, is not a record's.
+    #[cold]
+    #[inline(never)]
+    fn bad_header(bytes: &[u8], size: usize) -> DecodeError {
+        if bytes.len() < 8 {
+            DecodeError::truncated("header", 0, 8, bytes.len())
+        } else if size < 8 {
+            DecodeError::truncated("header.size", 6, 8, size)
+        } else if size % 8 != 0 {
+            DecodeError::new(DecodeErrorKind::Unaligned, "header.size", 6, size, size)
+        } else {
+            DecodeError::new(
+                DecodeErrorKind::ShortSlice,
+                "header.size",
+                0,
+                size,
+                bytes.len(),
+            )
+        }
     }
 
     #[cold]
@@ -372,6 +381,7 @@ impl<'a> Iterator for Records<'a> {
         }
         match Record::parse(self.rest, self.layout) {
             Ok(r) => {
+                // `parse` took the record from the front of `rest`.
                 self.rest = self.rest.get(r.size()..).unwrap_or_default();
                 Some(Ok(r))
             }
