@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
 use perfring::records::encode::{self, Ids, SampleFields};
-use perfring::records::{Layout, Mmap2, Mmap2File, Record, RecordKind, SampleId, Throttle};
+use perfring::records::{Layout, Mmap2, Mmap2File, Record, RecordKind, Sample, SampleId, Throttle};
 use perfring::sys;
 
 const SAMPLE_TYPE: u32 = sys::PERF_SAMPLE_IP
@@ -312,24 +312,32 @@ fn mem_scan(data: &[u8]) -> u64 {
 
 /// perfring's `Record::iter` and the per-field accessors (`Option`s), as in its docs.
 fn perfring(data: &[u8], layout: &Layout) -> Fold {
+    perfring_with(data, layout, |t, s| {
+        t.opt(k::IP, s.ip());
+        t.opt(k::PID, s.pid().map(u64::from));
+        t.opt(k::TID, s.tid().map(u64::from));
+        t.opt(k::TIME, s.time());
+        t.opt(k::CPU, s.cpu().map(u64::from));
+        t.opt(k::PERIOD, s.period());
+        if let Some(chain) = s.callchain() {
+            t.chain(
+                chain.len(),
+                chain.iter().fold(0u64, |a, x| a.wrapping_add(x)),
+            );
+        }
+    })
+}
+
+/// The record loop, with `sample` reading a sample's fields.
+#[inline(always)]
+fn perfring_with(data: &[u8], layout: &Layout, sample: impl Fn(&mut Fold, &Sample<'_>)) -> Fold {
     let mut t = Fold::default();
     for rec in Record::iter(data, layout) {
         let rec = rec.expect("valid stream");
         t.records += 1;
         let sid = match rec.kind() {
             RecordKind::Sample(s) => {
-                t.opt(k::IP, s.ip());
-                t.opt(k::PID, s.pid().map(u64::from));
-                t.opt(k::TID, s.tid().map(u64::from));
-                t.opt(k::TIME, s.time());
-                t.opt(k::CPU, s.cpu().map(u64::from));
-                t.opt(k::PERIOD, s.period());
-                if let Some(chain) = s.callchain() {
-                    t.chain(
-                        chain.len(),
-                        chain.iter().fold(0u64, |a, x| a.wrapping_add(x)),
-                    );
-                }
+                sample(&mut t, s);
                 continue;
             }
             RecordKind::Mmap2(m) => {

@@ -151,7 +151,9 @@ impl<'a> Record<'a> {
     /// assert!(Record::parse(&bytes[..bytes.len() - 1], &layout).is_err());
     /// # Ok::<(), perfring::records::DecodeError>(())
     /// ```
-    #[inline]
+    // Always inlined: the user's loop must see through it, or the record goes through
+    // memory (measured: 2x slower when LLVM declined the hint).
+    #[inline(always)]
     pub fn parse(bytes: &'a [u8], layout: &'a Layout) -> Result<Self, DecodeError> {
         let Some(h) = bytes.first_chunk::<8>() else {
             return Err(Self::bad_header(bytes, 0));
@@ -374,7 +376,8 @@ pub struct Records<'a> {
 impl<'a> Iterator for Records<'a> {
     type Item = Result<Record<'a>, DecodeError>;
 
-    #[inline]
+    // Always inlined, like `Record::parse`.
+    #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
         if self.rest.is_empty() {
             return None;

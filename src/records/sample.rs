@@ -233,7 +233,7 @@ fn locate_variable(bytes: &[u8], layout: &Layout) -> Result<(u16, u16), DecodeEr
 impl<'a> Sample<'a> {
     /// Parses the sample in `bytes` (one whole record, at most 64 KiB as its `u16` size
     /// says), checking every field's bounds.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn parse(bytes: &'a [u8], layout: &'a Layout) -> Result<Self, DecodeError> {
         let fixed = usize::from(layout.fixed_end);
         let v = layout.variable;
