@@ -34,31 +34,43 @@ pub(crate) fn u16_at(b: &[u8], off: usize) -> Option<u16> {
         .map(|w| u16::from_ne_bytes(*w))
 }
 
-/// Word `index` of `b` (bytes `8 * index ..`), if the slice holds it. `index` is a
-/// `u16`, so the range cannot overflow and this is one bounds check; an
+/// Word `index` of `b` (bytes `8 * index ..`) as a `u64`, if the slice holds it.
+/// `index` is a `u16`, so the range cannot overflow and this is one bounds check; an
 /// [`ABSENT`](super::layout::ABSENT) index is past any record and gives `None`.
-#[inline(always)]
-pub(crate) fn word_at(b: &[u8], index: Word) -> Option<&[u8; 8]> {
-    let at = 8 * usize::from(index);
-    b.get(at..at + 8)?.first_chunk::<8>()
-}
-
-/// The `u64` in word `index` (see [`word_at`]).
+///
+/// The check comes first and decides the `Option`; the read after it cannot fail
+/// (its fallback is dead code the optimizer drops). Returning the `Option` of a
+/// slice `get` instead left a null test of the slice pointer per field in the
+/// caller's loop (a pointer niche LLVM could not prove non-null).
 #[inline(always)]
 pub(crate) fn u64_word(b: &[u8], index: Word) -> Option<u64> {
-    word_at(b, index).map(|w| u64::from_ne_bytes(*w))
+    let at = 8 * usize::from(index);
+    if at + 8 > b.len() {
+        return None;
+    }
+    Some(
+        b.get(at..at + 8)
+            .and_then(|w| w.first_chunk::<8>())
+            .map_or(0, |w| u64::from_ne_bytes(*w)),
+    )
 }
 
-/// The first `u32` of word `index` (`pid`, `cpu`).
+/// The first `u32` of word `index` (`pid`, `cpu`), as [`u64_word`].
 #[inline(always)]
 pub(crate) fn u32_lo(b: &[u8], index: Word) -> Option<u32> {
-    word_at(b, index).map(|w| u32::from_ne_bytes([w[0], w[1], w[2], w[3]]))
+    u64_word(b, index).map(|w| {
+        let w = w.to_ne_bytes();
+        u32::from_ne_bytes([w[0], w[1], w[2], w[3]])
+    })
 }
 
-/// The second `u32` of word `index` (`tid`, `res`).
+/// The second `u32` of word `index` (`tid`, `res`), as [`u64_word`].
 #[inline(always)]
 pub(crate) fn u32_hi(b: &[u8], index: Word) -> Option<u32> {
-    word_at(b, index).map(|w| u32::from_ne_bytes([w[4], w[5], w[6], w[7]]))
+    u64_word(b, index).map(|w| {
+        let w = w.to_ne_bytes();
+        u32::from_ne_bytes([w[4], w[5], w[6], w[7]])
+    })
 }
 
 /// The bytes before the first NUL (all of them if there is none).
