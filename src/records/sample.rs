@@ -29,16 +29,13 @@ use crate::sys;
 pub struct Sample<'a> {
     bytes: &'a [u8],
     layout: &'a Layout,
-    /// The callchain: its offset in the low 16 bits (0: not recorded), its `nr` in the
-    /// high bits, checked against the record by `parse` (a record is at most 65535
-    /// bytes, so both fit), so that `callchain()` is one bounds check. One full
-    /// register-width word, not two `u16`s or a `u32`: when the record went through
-    /// memory (the iterator's `Option<Result<Record>>`), narrower halves written and
-    /// read back as one 8-byte word stalled store-to-load forwarding on every record
-    /// (a third of the decode time, in `perf annotate`). The offsets of later fields
-    /// are found again by [`walk`] when asked for: they are rare, and this keeps a
-    /// sample small.
-    chain: u64,
+    /// The callchain's entries, found and checked against the record by `parse`, so
+    /// that `callchain()` is free: no offset to re-read, no bounds to re-check.
+    /// (An earlier offset-and-`nr` pair packed in narrow fields stalled store-to-load
+    /// forwarding when the record went through memory, and cost a check per call.)
+    /// The offsets of later variable fields are found again by [`walk`] when asked
+    /// for: they are rare, and this keeps a sample small.
+    chain: Option<&'a [u8]>,
 }
 
 /// Walks the variable part, checking each length against the record.
@@ -175,20 +172,21 @@ fn walk(b: &[u8], layout: &Layout, stop: u64) -> Result<usize, DecodeError> {
     Ok(w.at)
 }
 
-/// The callchain's `nr` at `at`, checked to lie inside the record (at most 65535
-/// bytes, so `nr` fits a `u16`).
+/// The callchain's entries (after its `nr` at `at`), checked to lie inside the record.
 #[inline(always)]
-fn chain_nr(b: &[u8], at: usize) -> Result<u16, DecodeError> {
+fn chain_ips(b: &[u8], at: usize) -> Result<&[u8], DecodeError> {
     let Some(nr) = u64_at(b, at) else {
         return Err(chain_short(b, at, None));
     };
     // The `u64_at` above makes `b.len() >= at + 8`.
-    let room = (b.len() - at - 8) / 8;
-    if nr > room as u64 {
-        return Err(chain_short(b, at, Some(nr)));
+    let ips = b.get(at + 8..).unwrap_or_default();
+    match usize::try_from(nr)
+        .ok()
+        .and_then(|n| ips.get(..n.checked_mul(8)?))
+    {
+        Some(ips) => Ok(ips),
+        None => Err(chain_short(b, at, Some(nr))),
     }
-    // `room` < 8192 for a record of at most 65535 bytes.
-    Ok(nr as u16)
 }
 
 /// The error for a callchain whose `nr` (`None`: the `nr` word itself) runs past `b`.
@@ -211,8 +209,8 @@ fn chain_short(b: &[u8], at: usize, nr: Option<u64>) -> DecodeError {
 }
 
 /// `Sample::parse` for the layouts with variable fields other than a lone callchain:
-/// checks them all and returns the callchain's offset and `nr` (0, 0: not recorded).
-fn locate_variable(bytes: &[u8], layout: &Layout) -> Result<(u16, u16), DecodeError> {
+/// checks them all and returns the callchain's entries (`None`: not recorded).
+fn locate_variable<'a>(bytes: &'a [u8], layout: &Layout) -> Result<Option<&'a [u8]>, DecodeError> {
     let fixed = usize::from(layout.fixed_end);
     if bytes.len() < fixed {
         return Err(DecodeError::truncated(
@@ -224,10 +222,10 @@ fn locate_variable(bytes: &[u8], layout: &Layout) -> Result<(u16, u16), DecodeEr
     }
     walk(bytes, layout, 0)?;
     if layout.variable & u64::from(sys::PERF_SAMPLE_CALLCHAIN) == 0 {
-        return Ok((0, 0));
+        return Ok(None);
     }
     let at = walk(bytes, layout, sys::PERF_SAMPLE_CALLCHAIN.into())?;
-    Ok((at as u16, chain_nr(bytes, at)?))
+    Ok(Some(chain_ips(bytes, at)?))
 }
 
 impl<'a> Sample<'a> {
@@ -237,19 +235,19 @@ impl<'a> Sample<'a> {
     pub(crate) fn parse(bytes: &'a [u8], layout: &'a Layout) -> Result<Self, DecodeError> {
         let fixed = usize::from(layout.fixed_end);
         let v = layout.variable;
-        let (callchain, chain_nr) = if v == u64::from(sys::PERF_SAMPLE_CALLCHAIN) {
+        let chain = if v == u64::from(sys::PERF_SAMPLE_CALLCHAIN) {
             // The common case: fixed fields, then only the callchain, whose `nr` is
             // right after them (and whose check covers the fixed fields too).
-            (fixed as u16, chain_nr(bytes, fixed)?)
+            Some(chain_ips(bytes, fixed)?)
         } else if v == 0 && bytes.len() >= fixed {
-            (0, 0)
+            None
         } else {
             locate_variable(bytes, layout)?
         };
         Ok(Sample {
             bytes,
             layout,
-            chain: u64::from(callchain) | u64::from(chain_nr) << 16,
+            chain,
         })
     }
 
@@ -357,14 +355,7 @@ impl<'a> Sample<'a> {
     /// markers between the kernel and user parts.
     #[inline]
     pub fn callchain(&self) -> Option<U64s<'a>> {
-        let (at, nr) = (self.chain & 0xffff, self.chain >> 16);
-        if at == 0 {
-            return None;
-        }
-        // Both u16: the range cannot overflow, and `parse` checked it lies inside.
-        let at = at as usize + 8;
-        let ips = self.bytes.get(at..at + 8 * nr as usize)?;
-        Some(Array::new_unchecked_len(ips))
+        self.chain.map(Array::new_unchecked_len)
     }
 
     /// `PERF_SAMPLE_RAW`: the raw data (for tracepoints, the event's fields), including
