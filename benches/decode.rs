@@ -24,7 +24,9 @@
 //! (all from the same run), and the goals of issue 12.
 //!
 //! Run: `nice cargo bench --bench decode -- --warm-up-time 1 --measurement-time 3`
-//! (`DECODE_BENCH_WINDOW_ONLY=1` skips the 64 MiB stream, for quick iterations.)
+//! (`DECODE_BENCH_WINDOW_ONLY=1` skips the 64 MiB stream, for quick iterations;
+//! `DECODE_BENCH_MIN=N` replaces criterion with the fastest of `N` interleaved runs of
+//! the fast decoders, steadier on a loaded machine.)
 
 use std::hint::black_box;
 use std::time::Duration;
