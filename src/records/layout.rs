@@ -32,16 +32,44 @@ pub(crate) const VARIABLE_PART: u64 = (sys::PERF_SAMPLE_CALLCHAIN
     | sys::PERF_SAMPLE_CODE_PAGE_SIZE
     | sys::PERF_SAMPLE_AUX) as u64;
 
-/// Offsets of the id fields, from the start of whatever they are relative to (the
-/// record for a sample, the trailer for other records). `None`: not recorded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// A field's place in the compact offset table: its index in `u64` words from the
+/// start of the record (or of the trailer), or [`ABSENT`] when it is not recorded.
+///
+/// Why words and a sentinel rather than `Option<u16>` byte offsets: every fixed field
+/// is one 8-byte word (a `u32` pair shares one), so `8 * index .. 8 * index + 8` cannot
+/// overflow and is one bounds check, and `ABSENT` puts that range past any record
+/// (at most 65535 bytes), so the same check also answers "is it recorded".
+pub(crate) type Word = u16;
+
+/// The index of a field that is not recorded: `8 * ABSENT` is past any record.
+pub(crate) const ABSENT: Word = Word::MAX;
+
+/// Word indices of the id fields, from the start of whatever they are relative to (the
+/// record for a sample, the trailer for other records); [`ABSENT`] if not recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct IdOffsets {
-    pub tid: Option<u16>,
-    pub time: Option<u16>,
-    pub id: Option<u16>,
-    pub stream_id: Option<u16>,
-    pub cpu: Option<u16>,
-    pub identifier: Option<u16>,
+    pub tid: Word,
+    pub time: Word,
+    pub id: Word,
+    pub stream_id: Word,
+    pub cpu: Word,
+    pub identifier: Word,
+}
+
+impl IdOffsets {
+    pub(crate) const NONE: IdOffsets = IdOffsets {
+        tid: ABSENT,
+        time: ABSENT,
+        id: ABSENT,
+        stream_id: ABSENT,
+        cpu: ABSENT,
+        identifier: ABSENT,
+    };
+}
+
+/// A byte offset as a word index, or [`ABSENT`].
+fn word(off: Option<u16>) -> Word {
+    off.map_or(ABSENT, |o| o / 8)
 }
 
 /// The layout plan of one counter's records: built once from its `perf_event_attr`,
@@ -74,10 +102,12 @@ pub struct Layout {
     /// Number of registers in each `regs_user` / `regs_intr` block.
     pub(crate) n_regs_user: u16,
     pub(crate) n_regs_intr: u16,
-    /// Offsets of the fixed fields of a sample, from the start of the record.
-    pub(crate) ip: Option<u16>,
-    pub(crate) addr: Option<u16>,
-    pub(crate) period: Option<u16>,
+    /// Word indices of the fixed fields of a sample, from the start of the record
+    /// ([`ABSENT`] if not recorded): the compact offset table the accessors read.
+    pub(crate) ip: Word,
+    pub(crate) addr: Word,
+    pub(crate) period: Word,
+    /// Byte offset of a `PERF_SAMPLE_READ` block.
     pub(crate) read: Option<u16>,
     pub(crate) sample_ids: IdOffsets,
     /// End of the fixed part of a sample: where the first variable field starts (for a
@@ -85,7 +115,7 @@ pub struct Layout {
     pub(crate) fixed_end: u16,
     /// `sample_type & VARIABLE_PART`, plus READ for a group read.
     pub(crate) variable: u64,
-    /// Offsets of the trailer's fields from the start of the trailer.
+    /// Word indices of the trailer's fields from the start of the trailer.
     pub(crate) trailer: IdOffsets,
     pub(crate) trailer_size: u16,
 }
@@ -191,12 +221,12 @@ impl Layout {
             }
         };
         let trailer = IdOffsets {
-            tid: next(sys::PERF_SAMPLE_TID),
-            time: next(sys::PERF_SAMPLE_TIME),
-            id: next(sys::PERF_SAMPLE_ID),
-            stream_id: next(sys::PERF_SAMPLE_STREAM_ID),
-            cpu: next(sys::PERF_SAMPLE_CPU),
-            identifier: next(sys::PERF_SAMPLE_IDENTIFIER),
+            tid: word(next(sys::PERF_SAMPLE_TID)),
+            time: word(next(sys::PERF_SAMPLE_TIME)),
+            id: word(next(sys::PERF_SAMPLE_ID)),
+            stream_id: word(next(sys::PERF_SAMPLE_STREAM_ID)),
+            cpu: word(next(sys::PERF_SAMPLE_CPU)),
+            identifier: word(next(sys::PERF_SAMPLE_IDENTIFIER)),
         };
         let trailer_size = if sample_id_all { at } else { 0 };
 
@@ -209,17 +239,17 @@ impl Layout {
             sample_id_all,
             n_regs_user: sample_regs_user.count_ones() as u16,
             n_regs_intr: sample_regs_intr.count_ones() as u16,
-            ip,
-            addr,
-            period,
+            ip: word(ip),
+            addr: word(addr),
+            period: word(period),
             read,
             sample_ids: IdOffsets {
-                tid,
-                time,
-                id,
-                stream_id,
-                cpu,
-                identifier,
+                tid: word(tid),
+                time: word(time),
+                id: word(id),
+                stream_id: word(stream_id),
+                cpu: word(cpu),
+                identifier: word(identifier),
             },
             fixed_end,
             variable,

@@ -6,7 +6,9 @@ use zerocopy::FromBytes;
 
 use super::error::DecodeError;
 use super::layout::Layout;
-use super::view::{read_len, u32_at, u64_at, Array, Misc, ReadValues, SampleId, U64s};
+use super::view::{
+    read_len, u32_at, u32_hi, u32_lo, u64_at, u64_word, Array, Misc, ReadValues, SampleId, U64s,
+};
 use crate::sys;
 
 /// A `PERF_RECORD_SAMPLE`, read in place.
@@ -27,9 +29,13 @@ use crate::sys;
 pub struct Sample<'a> {
     bytes: &'a [u8],
     layout: &'a Layout,
-    /// Offset of the callchain (0: not recorded). The offsets of later fields are found
-    /// again by [`walk`] when asked for: they are rare, and this keeps a sample small.
-    callchain: u16,
+    /// The callchain's entries, found and checked against the record by `parse`, so
+    /// that `callchain()` is free: no offset to re-read, no bounds to re-check.
+    /// (An earlier offset-and-`nr` pair packed in narrow fields stalled store-to-load
+    /// forwarding when the record went through memory, and cost a check per call.)
+    /// The offsets of later variable fields are found again by [`walk`] when asked
+    /// for: they are rare, and this keeps a sample small.
+    chain: Option<&'a [u8]>,
 }
 
 /// Walks the variable part, checking each length against the record.
@@ -166,46 +172,82 @@ fn walk(b: &[u8], layout: &Layout, stop: u64) -> Result<usize, DecodeError> {
     Ok(w.at)
 }
 
+/// The callchain's entries (after its `nr` at `at`), checked to lie inside the record.
+#[inline(always)]
+fn chain_ips(b: &[u8], at: usize) -> Result<&[u8], DecodeError> {
+    let Some(nr) = u64_at(b, at) else {
+        return Err(chain_short(b, at, None));
+    };
+    // The `u64_at` above makes `b.len() >= at + 8`.
+    let ips = b.get(at + 8..).unwrap_or_default();
+    match usize::try_from(nr)
+        .ok()
+        .and_then(|n| ips.get(..n.checked_mul(8)?))
+    {
+        Some(ips) => Ok(ips),
+        None => Err(chain_short(b, at, Some(nr))),
+    }
+}
+
+/// The error for a callchain whose `nr` (`None`: the `nr` word itself) runs past `b`.
+#[cold]
+#[inline(never)]
+fn chain_short(b: &[u8], at: usize, nr: Option<u64>) -> DecodeError {
+    match nr {
+        // In the callchain-only layout `at` is the end of the fixed fields.
+        None if b.len() < at => {
+            DecodeError::truncated("sample fixed fields", 8, at - 8, b.len().saturating_sub(8))
+        }
+        None => DecodeError::truncated("callchain.nr", at, 8, b.len().saturating_sub(at)),
+        Some(nr) => DecodeError::truncated(
+            "callchain.ips",
+            at + 8,
+            usize::try_from(nr).map_or(usize::MAX, |n| n.saturating_mul(8)),
+            b.len().saturating_sub(at + 8),
+        ),
+    }
+}
+
+/// `Sample::parse` for the layouts with variable fields other than a lone callchain:
+/// checks them all and returns the callchain's entries (`None`: not recorded).
+fn locate_variable<'a>(bytes: &'a [u8], layout: &Layout) -> Result<Option<&'a [u8]>, DecodeError> {
+    let fixed = usize::from(layout.fixed_end);
+    if bytes.len() < fixed {
+        return Err(DecodeError::truncated(
+            "sample fixed fields",
+            8,
+            fixed - 8,
+            bytes.len().saturating_sub(8),
+        ));
+    }
+    walk(bytes, layout, 0)?;
+    if layout.variable & u64::from(sys::PERF_SAMPLE_CALLCHAIN) == 0 {
+        return Ok(None);
+    }
+    let at = walk(bytes, layout, sys::PERF_SAMPLE_CALLCHAIN.into())?;
+    Ok(Some(chain_ips(bytes, at)?))
+}
+
 impl<'a> Sample<'a> {
     /// Parses the sample in `bytes` (one whole record, at most 64 KiB as its `u16` size
     /// says), checking every field's bounds.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn parse(bytes: &'a [u8], layout: &'a Layout) -> Result<Self, DecodeError> {
         let fixed = usize::from(layout.fixed_end);
-        if bytes.len() < fixed {
-            return Err(DecodeError::truncated(
-                "sample fixed fields",
-                8,
-                fixed - 8,
-                bytes.len().saturating_sub(8),
-            ));
-        }
         let v = layout.variable;
-        if v == u64::from(sys::PERF_SAMPLE_CALLCHAIN) {
-            // The common case: fixed fields, then only the callchain.
-            let mut w = Walk {
-                b: bytes,
-                at: fixed,
-            };
-            let nr = w.word("callchain.nr")?;
-            w.at += 8;
-            w.skip(nr, 8, "callchain.ips")?;
-            return Ok(Sample {
-                bytes,
-                layout,
-                callchain: fixed as u16,
-            });
-        }
-        walk(bytes, layout, 0)?;
-        let callchain = if v & u64::from(sys::PERF_SAMPLE_CALLCHAIN) != 0 {
-            walk(bytes, layout, sys::PERF_SAMPLE_CALLCHAIN.into())? as u16
+        let chain = if v == u64::from(sys::PERF_SAMPLE_CALLCHAIN) {
+            // The common case: fixed fields, then only the callchain, whose `nr` is
+            // right after them (and whose check covers the fixed fields too).
+            Some(chain_ips(bytes, fixed)?)
+        } else if v == 0 && bytes.len() >= fixed {
+            None
         } else {
-            0
+            locate_variable(bytes, layout)?
         };
         Ok(Sample {
             bytes,
             layout,
-            callchain,
+            chain,
         })
     }
 
@@ -218,28 +260,27 @@ impl<'a> Sample<'a> {
     }
 
     /// The whole record, header included.
+    #[inline]
     pub fn as_bytes(&self) -> &'a [u8] {
         self.bytes
     }
 
     /// The layout plan this sample was decoded with.
+    #[inline]
     pub fn layout(&self) -> &'a Layout {
         self.layout
     }
 
     /// The header's `misc` bits (`cpumode`, `exact_ip`).
+    #[inline]
     pub fn misc(&self) -> Misc {
         Misc(super::view::u16_at(self.bytes, 4).unwrap_or(0))
     }
 
     /// The id fields (`identifier`, `pid`/`tid`, `time`, `id`, `stream_id`, `cpu`).
+    #[inline]
     pub fn sample_id(&self) -> SampleId<'a> {
         SampleId::new(self.bytes, &self.layout.sample_ids)
-    }
-
-    #[inline(always)]
-    fn word_at(&self, off: Option<u16>) -> Option<u64> {
-        u64_at(self.bytes, usize::from(off?))
     }
 
     fn var_word(&self, bit: u32) -> Option<u64> {
@@ -249,57 +290,57 @@ impl<'a> Sample<'a> {
     /// `PERF_SAMPLE_IDENTIFIER`
     #[inline]
     pub fn identifier(&self) -> Option<u64> {
-        self.word_at(self.layout.sample_ids.identifier)
+        u64_word(self.bytes, self.layout.sample_ids.identifier)
     }
     /// `PERF_SAMPLE_IP`: the instruction pointer.
     #[inline]
     pub fn ip(&self) -> Option<u64> {
-        self.word_at(self.layout.ip)
+        u64_word(self.bytes, self.layout.ip)
     }
     /// `PERF_SAMPLE_TID`: process id.
     #[inline]
     pub fn pid(&self) -> Option<u32> {
-        u32_at(self.bytes, usize::from(self.layout.sample_ids.tid?))
+        u32_lo(self.bytes, self.layout.sample_ids.tid)
     }
     /// `PERF_SAMPLE_TID`: thread id.
     #[inline]
     pub fn tid(&self) -> Option<u32> {
-        u32_at(self.bytes, usize::from(self.layout.sample_ids.tid?) + 4)
+        u32_hi(self.bytes, self.layout.sample_ids.tid)
     }
     /// `PERF_SAMPLE_TIME`: timestamp.
     #[inline]
     pub fn time(&self) -> Option<u64> {
-        self.word_at(self.layout.sample_ids.time)
+        u64_word(self.bytes, self.layout.sample_ids.time)
     }
     /// `PERF_SAMPLE_ADDR`: an address, usually of a tracepoint, breakpoint or memory access.
     #[inline]
     pub fn addr(&self) -> Option<u64> {
-        self.word_at(self.layout.addr)
+        u64_word(self.bytes, self.layout.addr)
     }
     /// `PERF_SAMPLE_ID`: the counter's id (the leader's in a group).
     #[inline]
     pub fn id(&self) -> Option<u64> {
-        self.word_at(self.layout.sample_ids.id)
+        u64_word(self.bytes, self.layout.sample_ids.id)
     }
     /// `PERF_SAMPLE_STREAM_ID`: the id of the counter this one was inherited from.
     #[inline]
     pub fn stream_id(&self) -> Option<u64> {
-        self.word_at(self.layout.sample_ids.stream_id)
+        u64_word(self.bytes, self.layout.sample_ids.stream_id)
     }
     /// `PERF_SAMPLE_CPU`: the CPU.
     #[inline]
     pub fn cpu(&self) -> Option<u32> {
-        u32_at(self.bytes, usize::from(self.layout.sample_ids.cpu?))
+        u32_lo(self.bytes, self.layout.sample_ids.cpu)
     }
     /// `PERF_SAMPLE_CPU`: the reserved word after the CPU.
     #[inline]
     pub fn cpu_res(&self) -> Option<u32> {
-        u32_at(self.bytes, usize::from(self.layout.sample_ids.cpu?) + 4)
+        u32_hi(self.bytes, self.layout.sample_ids.cpu)
     }
     /// `PERF_SAMPLE_PERIOD`: the sampling period when the sample was taken.
     #[inline]
     pub fn period(&self) -> Option<u64> {
-        self.word_at(self.layout.period)
+        u64_word(self.bytes, self.layout.period)
     }
 
     /// `PERF_SAMPLE_READ`: the counter values, in `read_format`'s layout.
@@ -314,13 +355,7 @@ impl<'a> Sample<'a> {
     /// markers between the kernel and user parts.
     #[inline]
     pub fn callchain(&self) -> Option<U64s<'a>> {
-        let at = usize::from(self.callchain);
-        if at == 0 {
-            return None;
-        }
-        let nr = usize::try_from(u64_at(self.bytes, at)?).ok()?;
-        let ips = self.bytes.get(at + 8..)?.get(..nr.checked_mul(8)?)?;
-        Some(Array::new_unchecked_len(ips))
+        self.chain.map(Array::new_unchecked_len)
     }
 
     /// `PERF_SAMPLE_RAW`: the raw data (for tracepoints, the event's fields), including

@@ -7,7 +7,7 @@ use std::marker::PhantomData;
 use zerocopy::{FromBytes, Immutable, KnownLayout};
 
 use super::error::DecodeError;
-use super::layout::{IdOffsets, FORMAT_LOST};
+use super::layout::{IdOffsets, Word, FORMAT_LOST};
 use crate::sys;
 
 /// The `u64` at `off`, if the slice holds it. Alignment-free.
@@ -32,6 +32,45 @@ pub(crate) fn u16_at(b: &[u8], off: usize) -> Option<u16> {
     b.get(off..)?
         .first_chunk::<2>()
         .map(|w| u16::from_ne_bytes(*w))
+}
+
+/// Word `index` of `b` (bytes `8 * index ..`) as a `u64`, if the slice holds it.
+/// `index` is a `u16`, so the range cannot overflow and this is one bounds check; an
+/// [`ABSENT`](super::layout::ABSENT) index is past any record and gives `None`.
+///
+/// The check comes first and decides the `Option`; the read after it cannot fail
+/// (its fallback is dead code the optimizer drops). Returning the `Option` of a
+/// slice `get` instead left a null test of the slice pointer per field in the
+/// caller's loop (a pointer niche LLVM could not prove non-null).
+#[inline(always)]
+pub(crate) fn u64_word(b: &[u8], index: Word) -> Option<u64> {
+    let at = 8 * usize::from(index);
+    if at + 8 > b.len() {
+        return None;
+    }
+    Some(
+        b.get(at..at + 8)
+            .and_then(|w| w.first_chunk::<8>())
+            .map_or(0, |w| u64::from_ne_bytes(*w)),
+    )
+}
+
+/// The first `u32` of word `index` (`pid`, `cpu`), as [`u64_word`].
+#[inline(always)]
+pub(crate) fn u32_lo(b: &[u8], index: Word) -> Option<u32> {
+    u64_word(b, index).map(|w| {
+        let w = w.to_ne_bytes();
+        u32::from_ne_bytes([w[0], w[1], w[2], w[3]])
+    })
+}
+
+/// The second `u32` of word `index` (`tid`, `res`), as [`u64_word`].
+#[inline(always)]
+pub(crate) fn u32_hi(b: &[u8], index: Word) -> Option<u32> {
+    u64_word(b, index).map(|w| {
+        let w = w.to_ne_bytes();
+        u32::from_ne_bytes([w[4], w[5], w[6], w[7]])
+    })
 }
 
 /// The bytes before the first NUL (all of them if there is none).
@@ -355,20 +394,15 @@ pub struct SampleId<'a> {
     offs: &'a IdOffsets,
 }
 
-static NO_IDS: IdOffsets = IdOffsets {
-    tid: None,
-    time: None,
-    id: None,
-    stream_id: None,
-    cpu: None,
-    identifier: None,
-};
+static NO_IDS: IdOffsets = IdOffsets::NONE;
 
 impl<'a> SampleId<'a> {
+    #[inline(always)]
     pub(crate) fn new(bytes: &'a [u8], offs: &'a IdOffsets) -> Self {
         SampleId { bytes, offs }
     }
 
+    #[inline(always)]
     pub(crate) fn none() -> Self {
         SampleId {
             bytes: &[],
@@ -379,42 +413,42 @@ impl<'a> SampleId<'a> {
     /// `PERF_SAMPLE_TID`: process id.
     #[inline]
     pub fn pid(&self) -> Option<u32> {
-        u32_at(self.bytes, usize::from(self.offs.tid?))
+        u32_lo(self.bytes, self.offs.tid)
     }
     /// `PERF_SAMPLE_TID`: thread id.
     #[inline]
     pub fn tid(&self) -> Option<u32> {
-        u32_at(self.bytes, usize::from(self.offs.tid?) + 4)
+        u32_hi(self.bytes, self.offs.tid)
     }
     /// `PERF_SAMPLE_TIME`: timestamp (the counter's `clockid`, `perf_clock` by default).
     #[inline]
     pub fn time(&self) -> Option<u64> {
-        u64_at(self.bytes, usize::from(self.offs.time?))
+        u64_word(self.bytes, self.offs.time)
     }
     /// `PERF_SAMPLE_ID`: id of the counter (the group leader's for a group).
     #[inline]
     pub fn id(&self) -> Option<u64> {
-        u64_at(self.bytes, usize::from(self.offs.id?))
+        u64_word(self.bytes, self.offs.id)
     }
     /// `PERF_SAMPLE_STREAM_ID`: id of the counter that was inherited from.
     #[inline]
     pub fn stream_id(&self) -> Option<u64> {
-        u64_at(self.bytes, usize::from(self.offs.stream_id?))
+        u64_word(self.bytes, self.offs.stream_id)
     }
     /// `PERF_SAMPLE_CPU`: the CPU.
     #[inline]
     pub fn cpu(&self) -> Option<u32> {
-        u32_at(self.bytes, usize::from(self.offs.cpu?))
+        u32_lo(self.bytes, self.offs.cpu)
     }
     /// `PERF_SAMPLE_CPU`: the reserved word after the CPU.
     #[inline]
     pub fn cpu_res(&self) -> Option<u32> {
-        u32_at(self.bytes, usize::from(self.offs.cpu?) + 4)
+        u32_hi(self.bytes, self.offs.cpu)
     }
     /// `PERF_SAMPLE_IDENTIFIER`: the counter's id, at a fixed place.
     #[inline]
     pub fn identifier(&self) -> Option<u64> {
-        u64_at(self.bytes, usize::from(self.offs.identifier?))
+        u64_word(self.bytes, self.offs.identifier)
     }
 }
 
