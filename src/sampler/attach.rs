@@ -366,6 +366,7 @@ impl Sampler {
     ///
     /// [`SamplerBuilder::exact_periods`]: super::SamplerBuilder::exact_periods
     pub(super) fn open_root(&mut self, tid: libc::pid_t) -> Result<()> {
+        self.threads.entry(None, tid as u32);
         let cpus = self.cpus.clone();
         // Per CPU (or once, for exact periods): which counter each event got there.
         let mut opened = vec![vec![None; self.builders.len()]; cpus.len().max(1)];
