@@ -314,6 +314,9 @@ pub struct Sampler {
     cpus: Vec<i32>,
     exact_periods: bool,
     leader_of: Vec<Option<usize>>,
+    /// `(event or tracking, CPU)` → the slot whose ring that CPU's inherited counters
+    /// of every root write to.
+    cpu_rings: HashMap<(Option<usize>, i32), usize>,
     /// Rings no longer polled (their task exited and epoll would report `EPOLLHUP` on
     /// every wait) but still drained: inherited copies may still write to them.
     muted: Vec<(usize, Counter, Ring)>,
@@ -591,6 +594,12 @@ impl Sampler {
     /// tracking counters), closed ones included.
     pub fn counters(&self) -> usize {
         self.slots.len() + self.inherited.len()
+    }
+
+    /// Number of rings mapped (closed ones included): per event and CPU for inherited
+    /// counters, per event and thread in per-thread mode, plus the tracking rings.
+    pub fn rings(&self) -> usize {
+        self.slots.len()
     }
 
     /// Threads reported by `FORK` that exited before their counters could be opened
