@@ -40,9 +40,10 @@
 //!   always exact.)
 //!
 //!   Rings: the kernel writes a ring with CPU-local atomics, assuming one writer per
-//!   CPU, so inherited counters are opened once per CPU (`pid`, `cpu`), each with its
-//!   ring, as `perf record` does — the tracking counter always, the events by default.
-//!   A thread's period then restarts on each CPU it runs on. With
+//!   CPU, so inherited counters are opened once per CPU (`pid`, `cpu`), and every
+//!   root's counters on one CPU write to that CPU's ring (`SET_OUTPUT`), as `perf
+//!   record` does — the tracking counter always, the events by default. Rings grow
+//!   with CPUs, not threads. A thread's period then restarts on each CPU it runs on. With
 //!   [`SamplerBuilder::exact_periods`] each event is one counter per root writing,
 //!   with every inheriting thread, into an anchor ring ([`Ring::map_inherited`]): one
 //!   period per thread however it migrates (exact `N/P`), but overflows that coincide
