@@ -247,7 +247,16 @@ impl Command {
                 libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
                 libc::signal(libc::SIGPIPE, libc::SIG_DFL);
                 let mut byte = 0u8;
-                if libc::read(go_r.as_raw_fd(), (&mut byte as *mut u8).cast(), 1) != 1 {
+                // Until the exec the child has the parent's handlers: a signal handled
+                // without SA_RESTART interrupts the wait (EINTR), which is not the end.
+                loop {
+                    let n = libc::read(go_r.as_raw_fd(), (&mut byte as *mut u8).cast(), 1);
+                    if n == 1 {
+                        break;
+                    }
+                    if n < 0 && *libc::__errno_location() == libc::EINTR {
+                        continue;
+                    }
                     libc::_exit(127);
                 }
                 libc::execv(path_c.as_ptr(), argv.as_ptr());
@@ -279,8 +288,12 @@ impl Stopped {
     /// The exec's errno (e.g. `ENOEXEC` for a file that is not a program).
     pub fn start(mut self) -> Result<Child> {
         let go = self.go.take().expect("start consumes self");
-        // SAFETY: writes one byte from a valid buffer to an fd we own.
-        let n = unsafe { libc::write(go.as_raw_fd(), b"g".as_ptr().cast(), 1) };
+        // Both calls are retried on EINTR: a signal handled meanwhile must neither fail
+        // the start nor hide the exec's outcome.
+        let n = retry_eintr(|| {
+            // SAFETY: writes one byte from a valid buffer to an fd we own.
+            unsafe { libc::write(go.as_raw_fd(), b"g".as_ptr().cast(), 1) }
+        });
         drop(go);
         if n != 1 {
             return Err(Error::from_errno(
@@ -289,15 +302,17 @@ impl Stopped {
             ));
         }
         let mut errno = 0i32;
-        // SAFETY: reads at most 4 bytes into a valid i32. The pipe is close-on-exec, so
-        // it reads 0 bytes (EOF) once the exec succeeded.
-        let n = unsafe {
-            libc::read(
-                self.exec_error.as_raw_fd(),
-                (&mut errno as *mut i32).cast(),
-                4,
-            )
-        };
+        let n = retry_eintr(|| {
+            // SAFETY: reads at most 4 bytes into a valid i32. The pipe is close-on-exec,
+            // so it reads 0 bytes (EOF) once the exec succeeded.
+            unsafe {
+                libc::read(
+                    self.exec_error.as_raw_fd(),
+                    (&mut errno as *mut i32).cast(),
+                    4,
+                )
+            }
+        });
         let pid = self.pid;
         std::mem::forget(self); // the child now belongs to `Child`
         let mut child = Child { pid, reaped: false };
@@ -322,6 +337,16 @@ impl Drop for Stopped {
         unsafe { libc::kill(self.pid, libc::SIGKILL) };
         self.go.take();
         reap(self.pid);
+    }
+}
+
+/// Calls `f` (a `read`/`write`) again while it fails with `EINTR`.
+fn retry_eintr(mut f: impl FnMut() -> isize) -> isize {
+    loop {
+        let n = f();
+        if n >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return n;
+        }
     }
 }
 
