@@ -691,6 +691,21 @@ pub fn stop_process(pid: libc::pid_t, timeout: std::time::Duration) -> Result<()
     }
 }
 
+/// Whether `fd` is a pipe or socket whose reading side has gone (`poll(2)` reports
+/// `POLLERR` or `POLLHUP` on it, without waiting): what `| head -1` does to a writer,
+/// seen before it has anything more to write. `false` for a terminal or a file.
+#[doc(alias = "poll")]
+pub fn output_closed(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: `p` is one valid pollfd for the duration of the call; timeout 0.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLERR | libc::POLLHUP) != 0
+}
+
 /// A signal number from its name: `USR1`, `SIGUSR1`, `sigusr1`, `RTMIN+2`, or a number.
 ///
 /// Returns `None` for an unknown name or a number outside `1..=SIGRTMAX`.

@@ -9,6 +9,7 @@
 
 mod util;
 
+use std::io::BufRead;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -412,4 +413,88 @@ fn signalfd_reads_every_notification_under_a_signal_storm() {
         .all(|n| n.token == Token(9) && n.kind == NotifyKind::Overflow));
     let mut more = Vec::new();
     assert_eq!(sfd.read(&mut more).unwrap(), 0);
+}
+
+// ---- stdout closed mid-watch (`perfring watch ... | head -1`).
+
+/// Starts `perfring watch --json -e mem:target:x -c 1 -- prog ARGS` with stdout on a
+/// pipe, reads its first line (the first overflow), closes the pipe as `head -1` does,
+/// and returns perfring's exit status, how long it took to exit after the close, and
+/// the watched command's pid.
+fn watch_then_close_stdout(prog_args: &[&str]) -> (std::process::ExitStatus, Duration, i32) {
+    let prog = c_program(false);
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_perfring"));
+    cmd.args(["watch", "--json", "-e", "mem:target:x", "-c", "1", "--"])
+        .arg(&prog)
+        .args(prog_args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut perfring = cmd.spawn().unwrap();
+    let mut stdout = std::io::BufReader::new(perfring.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&first).expect(&first);
+    assert_eq!(v["type"], "overflow", "{first}");
+    let pid = v["pid"].as_i64().unwrap() as i32;
+    drop(stdout); // `head -1` exits
+    let closed = Instant::now();
+    // Far longer than perfring needs, far shorter than the command would run.
+    let deadline = closed + Duration::from_secs(30);
+    let status = loop {
+        if let Some(st) = perfring.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = perfring.kill();
+            let _ = perfring.wait();
+            panic!("perfring still running 30 s after its stdout was closed");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut perfring.stderr.take().unwrap(), &mut err).unwrap();
+    eprintln!("perfring stderr: {err}");
+    (status, closed.elapsed(), pid)
+}
+
+/// A target that keeps overflowing: perfring's next write fails, it ends the command and
+/// exits 0 (a closed pipe is not a failure).
+#[test]
+fn closed_stdout_ends_a_busy_watch_with_status_0_and_ends_the_target() {
+    let (status, took, pid) = watch_then_close_stdout(&["2000000000"]);
+    eprintln!("exited {status:?} {took:?} after the close");
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        !perfring::launch::is_alive(pid),
+        "the command was left running"
+    );
+}
+
+/// A target that overflows once and then sleeps a minute: perfring has nothing more to
+/// write, yet notices the closed pipe on its next tick, ends the command and exits 0.
+#[test]
+fn closed_stdout_ends_a_quiet_watch_at_once() {
+    let (status, took, pid) = watch_then_close_stdout(&["1", "60"]);
+    eprintln!("exited {status:?} {took:?} after the close");
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        !perfring::launch::is_alive(pid),
+        "the command was left running"
+    );
+}
+
+/// `launch::output_closed`: a pipe is closed once its reader is gone, a file never.
+#[test]
+fn output_closed_sees_a_pipe_whose_reader_is_gone() {
+    use std::os::fd::AsFd;
+    let (reader, writer) = std::io::pipe().unwrap();
+    assert!(!perfring::launch::output_closed(writer.as_fd()));
+    drop(reader);
+    assert!(perfring::launch::output_closed(writer.as_fd()));
+    let file = std::fs::File::create(
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("faults-out-{}", std::process::id())),
+    )
+    .unwrap();
+    assert!(!perfring::launch::output_closed(file.as_fd()));
 }

@@ -623,7 +623,10 @@ fn watch_loop(
             .map_err(Failure::Runtime)?;
         // Readiness is consumed by the poll: drain every ring to head == tail.
         poller.drain_all(|t, r| state.record(t, r));
-        let _ = state.out.flush();
+        // `| head -1`: end at once, even when there is nothing more to write.
+        if state.out.flush().is_err() || launch::output_closed(state.out.get_ref().as_fd()) {
+            state.end.get_or_insert(End::OutputClosed);
+        }
         if let Some(end) = state.end {
             return Ok(end);
         }
