@@ -82,6 +82,14 @@ impl Registry {
         &self.slots[idx]
     }
 
+    /// Registrations currently live.
+    pub(crate) fn live(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| s.state.load(SeqCst) == LIVE)
+            .count()
+    }
+
     /// Normal context: takes a free slot for `key`. `None` when full; `Err(())` when
     /// `key` is already live.
     pub(crate) fn claim(

@@ -379,6 +379,11 @@ impl ThreadSignal {
         REGISTRY.stray.load(SeqCst)
     }
 
+    /// Counters attached right now, for every signal number (one registry serves all).
+    pub fn registered() -> usize {
+        REGISTRY.live()
+    }
+
     /// Sends `counter`'s overflow signals to the calling thread.
     pub fn attach(
         &self,

@@ -189,6 +189,11 @@ impl Sigtrap {
         REGISTRY.stray.load(SeqCst)
     }
 
+    /// Registry keys (`sig_data`s) live right now.
+    pub fn registered() -> usize {
+        REGISTRY.live()
+    }
+
     /// Routes `counter`'s SIGTRAPs (keyed by its `sig_data`) to `handler`.
     ///
     /// # Errors
