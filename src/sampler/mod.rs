@@ -80,6 +80,7 @@
 mod attach;
 mod drain;
 mod exec;
+mod read;
 mod stats;
 mod symbolizer;
 mod target;
