@@ -58,6 +58,8 @@ pub struct Stopped {
     go: Option<OwnedFd>,
     exec_error: OwnedFd,
     program: String,
+    /// Set by `start`: the child then belongs to a [`Child`] and drop leaves it alone.
+    started: bool,
 }
 
 /// A running child started by [`Stopped::start`].
@@ -272,6 +274,7 @@ impl Command {
             go: Some(go_w),
             exec_error: err_r,
             program: name,
+            started: false,
         })
     }
 }
@@ -314,7 +317,8 @@ impl Stopped {
             }
         });
         let pid = self.pid;
-        std::mem::forget(self); // the child now belongs to `Child`
+        // The child now belongs to `Child`; dropping `self` closes the error pipe.
+        self.started = true;
         let mut child = Child { pid, reaped: false };
         if n == 4 {
             let _ = child.wait();
@@ -331,6 +335,9 @@ impl Stopped {
 
 impl Drop for Stopped {
     fn drop(&mut self) {
+        if self.started {
+            return;
+        }
         // Never started: the child is blocked in read(). Kill it rather than rely on EOF,
         // which a concurrently forked child holding a copy of the pipe would delay.
         // SAFETY: kill has no memory-safety preconditions; the pid is our unreaped child.

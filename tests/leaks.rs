@@ -1,5 +1,6 @@
 //! 10,000 cycles of open → map → register → one overflow → drop, through every notifier
-//! (poll driver, thread signal, signalfd, sigtrap, budget): afterwards the process's
+//! (poll driver, thread signal, signalfd, sigtrap, budget) and the sampler (of this
+//! thread, and every 50th cycle of a command run to its end): afterwards the process's
 //! fds, mappings, signal registries, signal mask and signal dispositions are exactly
 //! what they were before.
 //!
@@ -17,6 +18,7 @@ use perfring::notify::signalfd::SignalFd;
 use perfring::notify::sigtrap::TrapHandler;
 use perfring::notify::{Budget, NotifyKind, Poller, Sigtrap, ThreadSignal, Token};
 use perfring::ring::{Ring, RingSize};
+use perfring::sampler::{Sampler, Target};
 use perfring::{Counter, SampleType};
 use util::*;
 
@@ -102,6 +104,8 @@ struct Seen {
     signalfd: u64,
     trapped: u64,
     budget_hups: u64,
+    sampled: u64,
+    commands: u64,
 }
 
 fn cycle(i: usize, sig: ThreadSignal, trap: Sigtrap, seen: &mut Seen) {
@@ -166,6 +170,36 @@ fn cycle(i: usize, sig: ThreadSignal, trap: Sigtrap, seen: &mut Seen) {
     seen.budget_hups += events.iter().filter(|e| e.kind == NotifyKind::Hup).count() as u64;
     poller.rearm(token, &budget, ring_size, |_, _| {}).unwrap();
     drop(poller);
+
+    // The sampler on this thread (its event and its tracking counter, a ring each).
+    let mut sampler = Sampler::builder(Target::Tid(gettid() as i32))
+        .event(breakpoint())
+        .ring_size(ring_size)
+        .tracking_ring_size(ring_size)
+        .start()
+        .unwrap();
+    call_target(1);
+    sampler.drain(|_| {}).unwrap();
+    seen.sampled += sampler.stats().samples;
+    drop(sampler);
+
+    // Every 50th cycle, the sampler of a command (a child, its pipes, inherited
+    // counters and their anchor rings), run to its end.
+    if i % 50 == 0 {
+        let mut sampler = Sampler::builder(Target::Command(perfring::launch::Command::new("true")))
+            .event(breakpoint())
+            .ring_size(ring_size)
+            .tracking_ring_size(ring_size)
+            .start()
+            .unwrap();
+        while sampler.target_ended().unwrap().is_none() {
+            sampler
+                .poll(Some(Duration::from_millis(10)), |_| {})
+                .unwrap();
+        }
+        sampler.drain(|_| {}).unwrap();
+        seen.commands += 1;
+    }
 }
 
 #[test]
