@@ -29,10 +29,11 @@
 //!
 //! # The checks, and what is "in flight"
 //! Each second the kernel's count is read (`k1`), every ring is drained, the count is
-//! read again (`k2`), and with `T` threads:
-//! - `seen + lost + skipped <= k2 + 2T`: nothing delivered that the kernel did not
+//! read again (`k2`), and with `N = T + 1` threads in the target (the spinners and its
+//! main thread):
+//! - `seen + lost + skipped <= k2 + 2N`: nothing delivered that the kernel did not
 //!   count (per thread: one period under way and the rounding of its skips);
-//! - `seen + lost + skipped + 2T >= k1'`, `k1'` being the *previous* second's `k1`:
+//! - `seen + lost + skipped + 2N >= k1'`, `k1'` being the *previous* second's `k1`:
 //!   everything the kernel counted a second ago has been delivered, reported lost or
 //!   skipped by now (a second of lag, because the kernel reports a run of losses only
 //!   with the next record it manages to write); the shortfall is printed as `missing`;
@@ -217,7 +218,8 @@ fn soak(args: &Args) -> perfring::Result<bool> {
         // skipped now.
         let missing = prev_k1.map_or(0, |k| k.saturating_sub(delivered + skipped));
         // Per thread: a period under way, and the rounding of its skips.
-        let in_flight = 2 * t;
+        // (T spinning threads and the target's main thread, which waits.)
+        let in_flight = 2 * (t + 1);
         println!(
             "{second:>5} {seen:>12} {lost:>10} {:>9} {k1:>12} {:>10} {missing:>10} {in_flight:>8}",
             st.throttled, skipped
