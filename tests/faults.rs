@@ -111,8 +111,9 @@ fn one_page_ring_at_the_max_sample_rate_counts_its_loss_exactly() {
     poller.counter(Token(0)).unwrap().enable().unwrap();
     let mut events = Vec::new();
     for _ in 0..10 {
-        // 20 ms of CPU is ~2000 periods: the page (PER_PAGE samples) overflows.
-        spin_ms(20);
+        // 20 ms of this thread's CPU time is 2000 periods (however busy the machine):
+        // even if the hrtimer skips half, the page (PER_PAGE samples) overflows.
+        spin_cpu(Duration::from_millis(20));
         poller
             .poll_and_drain(&mut events, Some(Duration::ZERO), |_, _| {})
             .unwrap();
@@ -142,6 +143,28 @@ fn one_page_ring_at_the_max_sample_rate_counts_its_loss_exactly() {
     assert!(lost > 0, "a page cannot hold 20 ms at the max rate");
     assert_eq!(a.lost, lost, "every loss reported in a LOST record");
     assert!(a.samples > 0);
+}
+
+/// This thread's CPU time.
+fn thread_cpu_time() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the kernel to fill.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(r, 0);
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Busy-waits until this thread has used `d` more CPU time.
+fn spin_cpu(d: Duration) {
+    let end = thread_cpu_time() + d;
+    while thread_cpu_time() < end {
+        for i in 0..1000u64 {
+            std::hint::black_box(i);
+        }
+    }
 }
 
 /// Busy-waits about `us` microseconds of wall time.
