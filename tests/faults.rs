@@ -521,3 +521,26 @@ fn output_closed_sees_a_pipe_whose_reader_is_gone() {
     .unwrap();
     assert!(!perfring::launch::output_closed(file.as_fd()));
 }
+
+/// `Sampler::poll` interrupted by a signal returns (after draining), as documented,
+/// rather than waiting out its timeout or failing.
+#[test]
+fn eintr_ends_sampler_poll() {
+    let mut sampler =
+        perfring::sampler::Sampler::builder(perfring::sampler::Target::Tid(gettid() as i32))
+            .event(Counter::builder_for(target_breakpoint()).period(1))
+            .ring_size(RingSize::Pages(1))
+            .tracking(false)
+            .start()
+            .unwrap();
+    let start = Instant::now();
+    let (n, signals) = under_signal_storm(Duration::from_millis(5), || {
+        sampler.poll(Some(Duration::from_secs(60)), |_| {})
+    });
+    assert_eq!(n.unwrap(), 0);
+    assert!(signals > 0);
+    assert!(
+        start.elapsed() < Duration::from_secs(30),
+        "the signal did not end the wait"
+    );
+}
