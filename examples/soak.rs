@@ -2,7 +2,7 @@
 //! sampler, for N seconds. Every second it prints what the rings delivered (`seen`
 //! samples), what the kernel said it dropped (`lost`: `PERF_RECORD_LOST` +
 //! `LOST_SAMPLES`), `throttled` (`PERF_RECORD_THROTTLE`s), the kernel's own count of
-//! overflows (`kernel`: the counters' value / period, [`Sampler::count`]) and the
+//! overflows (`kernel`: the counters' value / period, `Sampler::read`) and the
 //! periods the hrtimer `skipped`, and exits with status 1 as soon as those disagree by
 //! more than the periods still in flight.
 //!
@@ -11,9 +11,9 @@
 //! ```
 //!
 //! The target is this program re-run with `--spin T`: T threads burning CPU. By default
-//! the sampler gives each thread its own counter and ring (`per_thread`); `--inherit`
-//! uses its inherited counters instead, whose one ring per event is written by every
-//! thread from every CPU at once.
+//! the sampler gives each thread its own counter and ring (`per_thread`), so each
+//! thread has one period; `--inherit` uses its default inherited counters instead, one
+//! copy per thread per CPU, each with its own period (and its own ring per CPU).
 //!
 //! # Skipped periods
 //! cpu-clock is an hrtimer: when it fires more than a period late (a busy or
@@ -30,7 +30,7 @@
 //! # The checks, and what is "in flight"
 //! Each second the kernel's count is read (`k1`), every ring is drained, the count is
 //! read again (`k2`), and with `N = T + 1` threads in the target (the spinners and its
-//! main thread):
+//! main thread; with `--inherit`, `N = (T + 1) × CPUs` counter copies):
 //! - `seen + lost + skipped <= k2 + 2N`: nothing delivered that the kernel did not
 //!   count (per thread: one period under way and the rounding of its skips);
 //! - `seen + lost + skipped + 2N >= k1'`, `k1'` being the *previous* second's `k1`:
@@ -127,24 +127,25 @@ fn main() -> ExitCode {
     }
 }
 
-/// Per thread: the count its last sample carried and how many samples it had, to see
-/// the periods the hrtimer skipped.
+/// Per counter (a thread, or with inherited per-CPU counters a thread on one CPU): the
+/// count its last sample carried and how many samples it had, to see the periods the
+/// hrtimer skipped.
 #[derive(Default)]
 struct Skips {
-    threads: HashMap<u32, (u64, u64)>,
+    counters: HashMap<(u32, u32), (u64, u64)>,
 }
 
 impl Skips {
-    fn sample(&mut self, tid: u32, value: u64) {
-        let e = self.threads.entry(tid).or_default();
+    fn sample(&mut self, key: (u32, u32), value: u64) {
+        let e = self.counters.entry(key).or_default();
         *e = (value, e.1 + 1);
     }
 
-    /// Periods each thread's count passed up to its last sample, minus its samples:
-    /// periods with no sample (hrtimer skips, and samples the kernel lost). Rounded to
-    /// the nearest period per thread, since a sample lands a little after its period.
+    /// Periods each counter passed up to its last sample, minus its samples: periods
+    /// with no sample (hrtimer skips, and samples the kernel lost). Rounded to the
+    /// nearest period per counter, since a sample lands a little after its period.
     fn unsampled(&self, period: u64) -> u64 {
-        self.threads
+        self.counters
             .values()
             .map(|&(value, n)| ((value + period / 2) / period).saturating_sub(n))
             .sum()
@@ -160,7 +161,7 @@ fn soak(args: &Args) -> perfring::Result<bool> {
     let period = 1_000_000_000 / max;
     let event = Counter::builder("cpu-clock")?
         .period(period)
-        .sample(SampleType::IP | SampleType::TID | SampleType::READ);
+        .sample(SampleType::IP | SampleType::TID | SampleType::CPU | SampleType::READ);
     let exe = std::env::current_exe().expect("the soak's own path");
     let target = Command::new(exe)
         .arg("--spin")
@@ -187,14 +188,19 @@ fn soak(args: &Args) -> perfring::Result<bool> {
         "s", "seen", "lost", "throttled", "kernel", "skipped", "missing", "in-flight"
     );
     let (mut seen, mut skips) = (0u64, Skips::default());
+    let inherit = args.inherit;
     let on_record = |d: perfring::sampler::Delivery<'_>, seen: &mut u64, skips: &mut Skips| {
         if let (Some(0), RecordKind::Sample(s)) = (d.event, d.record.kind()) {
             *seen += 1;
             if let (Some(tid), Some(v)) = (s.tid(), s.read().and_then(|r| r.get(0))) {
-                skips.sample(tid, v.value);
+                // An inherited counter is copied per thread *and CPU*: each copy counts
+                // (and carries in its samples) only its own share.
+                let cpu = if inherit { s.cpu().unwrap_or(0) } else { 0 };
+                skips.sample((tid, cpu), v.value);
             }
         }
     };
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
     let start = Instant::now();
     let mut prev_k1: Option<u64> = None;
     let mut ok = true;
@@ -206,9 +212,9 @@ fn soak(args: &Args) -> perfring::Result<bool> {
                 on_record(d, &mut seen, &mut skips)
             })?;
         }
-        let k1 = sampler.count(0)? / period;
+        let k1 = sampler.read(0)?.value / period;
         sampler.drain(|d| on_record(d, &mut seen, &mut skips))?;
-        let k2 = sampler.count(0)? / period;
+        let k2 = sampler.read(0)?.value / period;
         let st = sampler.stats();
         let lost = st.lost + st.lost_samples;
         let delivered = seen + lost;
@@ -218,8 +224,9 @@ fn soak(args: &Args) -> perfring::Result<bool> {
         // skipped now.
         let missing = prev_k1.map_or(0, |k| k.saturating_sub(delivered + skipped));
         // Per thread: a period under way, and the rounding of its skips.
-        // (T spinning threads and the target's main thread, which waits.)
-        let in_flight = 2 * (t + 1);
+        // (T spinning threads and the target's main thread, which waits; inherited
+        // counters have a copy per thread per CPU, each with its own period.)
+        let in_flight = 2 * (t + 1) * if inherit { cpus } else { 1 };
         println!(
             "{second:>5} {seen:>12} {lost:>10} {:>9} {k1:>12} {:>10} {missing:>10} {in_flight:>8}",
             st.throttled, skipped
