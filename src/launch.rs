@@ -58,6 +58,8 @@ pub struct Stopped {
     go: Option<OwnedFd>,
     exec_error: OwnedFd,
     program: String,
+    /// Set by `start`: the child then belongs to a [`Child`] and drop leaves it alone.
+    started: bool,
 }
 
 /// A running child started by [`Stopped::start`].
@@ -247,7 +249,16 @@ impl Command {
                 libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
                 libc::signal(libc::SIGPIPE, libc::SIG_DFL);
                 let mut byte = 0u8;
-                if libc::read(go_r.as_raw_fd(), (&mut byte as *mut u8).cast(), 1) != 1 {
+                // Until the exec the child has the parent's handlers: a signal handled
+                // without SA_RESTART interrupts the wait (EINTR), which is not the end.
+                loop {
+                    let n = libc::read(go_r.as_raw_fd(), (&mut byte as *mut u8).cast(), 1);
+                    if n == 1 {
+                        break;
+                    }
+                    if n < 0 && *libc::__errno_location() == libc::EINTR {
+                        continue;
+                    }
                     libc::_exit(127);
                 }
                 libc::execv(path_c.as_ptr(), argv.as_ptr());
@@ -263,6 +274,7 @@ impl Command {
             go: Some(go_w),
             exec_error: err_r,
             program: name,
+            started: false,
         })
     }
 }
@@ -279,8 +291,12 @@ impl Stopped {
     /// The exec's errno (e.g. `ENOEXEC` for a file that is not a program).
     pub fn start(mut self) -> Result<Child> {
         let go = self.go.take().expect("start consumes self");
-        // SAFETY: writes one byte from a valid buffer to an fd we own.
-        let n = unsafe { libc::write(go.as_raw_fd(), b"g".as_ptr().cast(), 1) };
+        // Both calls are retried on EINTR: a signal handled meanwhile must neither fail
+        // the start nor hide the exec's outcome.
+        let n = retry_eintr(|| {
+            // SAFETY: writes one byte from a valid buffer to an fd we own.
+            unsafe { libc::write(go.as_raw_fd(), b"g".as_ptr().cast(), 1) }
+        });
         drop(go);
         if n != 1 {
             return Err(Error::from_errno(
@@ -289,17 +305,20 @@ impl Stopped {
             ));
         }
         let mut errno = 0i32;
-        // SAFETY: reads at most 4 bytes into a valid i32. The pipe is close-on-exec, so
-        // it reads 0 bytes (EOF) once the exec succeeded.
-        let n = unsafe {
-            libc::read(
-                self.exec_error.as_raw_fd(),
-                (&mut errno as *mut i32).cast(),
-                4,
-            )
-        };
+        let n = retry_eintr(|| {
+            // SAFETY: reads at most 4 bytes into a valid i32. The pipe is close-on-exec,
+            // so it reads 0 bytes (EOF) once the exec succeeded.
+            unsafe {
+                libc::read(
+                    self.exec_error.as_raw_fd(),
+                    (&mut errno as *mut i32).cast(),
+                    4,
+                )
+            }
+        });
         let pid = self.pid;
-        std::mem::forget(self); // the child now belongs to `Child`
+        // The child now belongs to `Child`; dropping `self` closes the error pipe.
+        self.started = true;
         let mut child = Child { pid, reaped: false };
         if n == 4 {
             let _ = child.wait();
@@ -316,12 +335,25 @@ impl Stopped {
 
 impl Drop for Stopped {
     fn drop(&mut self) {
+        if self.started {
+            return;
+        }
         // Never started: the child is blocked in read(). Kill it rather than rely on EOF,
         // which a concurrently forked child holding a copy of the pipe would delay.
         // SAFETY: kill has no memory-safety preconditions; the pid is our unreaped child.
         unsafe { libc::kill(self.pid, libc::SIGKILL) };
         self.go.take();
         reap(self.pid);
+    }
+}
+
+/// Calls `f` (a `read`/`write`) again while it fails with `EINTR`.
+fn retry_eintr(mut f: impl FnMut() -> isize) -> isize {
+    loop {
+        let n = f();
+        if n >= 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return n;
+        }
     }
 }
 
@@ -664,6 +696,21 @@ pub fn stop_process(pid: libc::pid_t, timeout: std::time::Duration) -> Result<()
             Some(_) => std::thread::sleep(std::time::Duration::from_micros(200)),
         }
     }
+}
+
+/// Whether `fd` is a pipe or socket whose reading side has gone (`poll(2)` reports
+/// `POLLERR` or `POLLHUP` on it, without waiting): what `| head -1` does to a writer,
+/// seen before it has anything more to write. `false` for a terminal or a file.
+#[doc(alias = "poll")]
+pub fn output_closed(fd: std::os::fd::BorrowedFd<'_>) -> bool {
+    let mut p = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: 0,
+        revents: 0,
+    };
+    // SAFETY: `p` is one valid pollfd for the duration of the call; timeout 0.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n > 0 && p.revents & (libc::POLLERR | libc::POLLHUP) != 0
 }
 
 /// A signal number from its name: `USR1`, `SIGUSR1`, `sigusr1`, `RTMIN+2`, or a number.

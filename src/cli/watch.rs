@@ -3,6 +3,7 @@
 //! symbols all come from the library; this file decides what to print and when to stop.
 
 use std::io::{IsTerminal, Write};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use perfring::launch::{self, Interrupts};
@@ -385,7 +386,10 @@ fn watch_loop(
         sampler
             .poll(Some(TICK), |d| state.record(d))
             .map_err(Failure::Runtime)?;
-        let _ = state.out.flush();
+        // `| head -1`: end at once, even when there is nothing more to write.
+        if state.out.flush().is_err() || launch::output_closed(state.out.get_ref().as_fd()) {
+            state.end.get_or_insert(End::OutputClosed);
+        }
         if let Some(end) = state.end {
             return Ok(end);
         }
