@@ -776,9 +776,10 @@ fn median_ns(group: &str, function: &str, since: std::time::SystemTime) -> Optio
     v["median"]["point_estimate"].as_f64()
 }
 
-/// `DECODE_BENCH_MIN=N`: instead of criterion, run the fast decoders in turn `N` times
-/// each and print each one's fastest run and its ratio to perfring's. On a loaded
-/// machine the minimum of interleaved runs is steadier than a mean or median.
+/// `DECODE_BENCH_MIN=N`: instead of criterion, run every decoder in turn `N` times
+/// (`N / 100`, at least 10, on the 64 MiB stream) and print each one's fastest run and
+/// its ratio to perfring's. On a loaded machine the minimum of interleaved runs is
+/// steadier than a mean or median.
 fn min_of(group: &str, n: usize, fns: &[(&str, &dyn Fn())]) {
     let mut best = vec![Duration::MAX; fns.len()];
     for _ in 0..n {
@@ -799,6 +800,21 @@ fn min_of(group: &str, n: usize, fns: &[(&str, &dyn Fn())]) {
             b.as_secs_f64() / p
         );
     }
+    let t = |f: &str| {
+        fns.iter()
+            .position(|(name, _)| *name == f)
+            .map_or(f64::NAN, |i| best[i].as_secs_f64())
+    };
+    eprintln!(
+        "  {group}: lper/perfring {:.2} (goal >= 5), ped/perfring {:.2} (>= 15), \
+         offset_table/perfring {:.2} (>= 1.0), perfring/header_walk {:.2} (<= 2 on 512 KiB), \
+         mem_scan/perfring {:.2} (bandwidth share, >= 0.70 on 64 MiB)",
+        t("linux-perf-event-reader") / p,
+        t("perf-event-data") / p,
+        t("offset_table") / p,
+        p / t("header_walk"),
+        t("mem_scan") / p,
+    );
 }
 
 fn bench(c: &mut Criterion) {
@@ -839,8 +855,14 @@ fn bench(c: &mut Criterion) {
             let group = format!("decode_{mode}/{name}");
             if let Some(n) = std::env::var("DECODE_BENCH_MIN")
                 .ok()
-                .and_then(|v| v.parse().ok())
+                .and_then(|v| v.parse::<usize>().ok())
             {
+                // The 64 MiB stream takes ~0.5 s a round with the slow decoders.
+                let n = if size > 1 << 20 {
+                    n.div_ceil(100).max(10)
+                } else {
+                    n
+                };
                 min_of(
                     &group,
                     n,
@@ -856,6 +878,12 @@ fn bench(c: &mut Criterion) {
                         }),
                         ("offset_table", &|| {
                             black_box(table::decode(black_box(&data), black_box(&plan)));
+                        }),
+                        ("linux-perf-event-reader", &|| {
+                            black_box(lper::decode(black_box(&data), info));
+                        }),
+                        ("perf-event-data", &|| {
+                            black_box(ped::decode(black_box(&data), &config));
                         }),
                     ],
                 );
