@@ -16,6 +16,7 @@ pub mod records;
 pub mod ring;
 pub mod symbols;
 pub mod sys;
+pub mod trigger;
 
 pub use counter::{Builder, Count, Counter, Group, GroupCounts, ReadFormat, SampleType, Target};
 pub use error::{Error, ErrorKind, Result};

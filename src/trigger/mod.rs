@@ -1,0 +1,507 @@
+//! Act when a rate or a ratio crosses a threshold: `page-faults > 1000/s`,
+//! `context-switches/task-clock > 0.5/ms`, `cache-misses/instructions > 0.01`.
+//!
+//! # Brief overview
+//! - [`Expr`] parses the condition, with errors that point at the part that is wrong.
+//! - [`Trigger`] turns it into a counter group: a **leader** that sets the time base
+//!   (overflowing every window) and samples with `PERF_SAMPLE_READ` of a
+//!   `PERF_FORMAT_GROUP`, so every sample carries every member's count — in the ring,
+//!   without a `read(2)` per window — and non-sampling **members**.
+//! - [`Evaluator`] (pure) turns successive samples into per-window deltas, values and
+//!   [`Crossing`]s: up when the condition starts to hold, down when it has ended, with
+//!   a hysteresis band and a minimum duration, per thread or per process.
+//! - [`Armed`] is an opened trigger: its group, its ring and a poll driver.
+//!
+//! # The time base
+//! - A **rate** (`X > N/s`, `X/task-clock > N/ms`) is counted per the leader's clock:
+//!   `task-clock` (the thread's CPU time) unless the expression divides by
+//!   `cpu-clock`. The leader overflows every window of CPU time (10 ms by default) and
+//!   the value is `ΔX / Δclock`. This is what `perf stat`'s "/sec" column means, and it
+//!   does not depend on how busy the machine is: a thread that waits is not in a window.
+//! - A **ratio of counts** (`a/b`) has two choices ([`Span`]): windows of CPU time (the
+//!   leader is `task-clock`, `a` and `b` are members), or windows of `N` events of `b`
+//!   ([`Span::Events`]: `b` itself leads and overflows every `N`), which makes windows
+//!   exact for exact events — a breakpoint called `N` times is one window.
+//!
+//! Group members are scheduled with the leader, so both sides of a ratio are counted
+//! over the same intervals; multiplexing scales them alike and cancels out.
+//!
+//! # Per thread
+//! A command's threads inherit the group. Linux 6.12 and later accept `inherit` with
+//! `PERF_SAMPLE_READ` when `PERF_SAMPLE_TID` is sampled too (older kernels refuse it
+//! with `EINVAL`), and each sample then carries the counts **of the thread that
+//! overflowed**; so every thread has its own windows, and [`Scope::Process`] sums them.
+//! The inherited records reach the ring through an anchor ([`Ring::map_inherited`]).
+//!
+//! # Examples
+//! ```no_run
+//! use std::time::Duration;
+//! use perfring::trigger::{Expr, OpenOptions, Trigger, Update};
+//! use perfring::Target;
+//!
+//! let trigger = Trigger::new(Expr::parse("page-faults > 1000/s")?)
+//!     .min_duration(Duration::from_millis(20));
+//! let mut armed = trigger.open(Target::CallingThread, OpenOptions::default())?;
+//! armed.enable()?;
+//! let pages: Vec<Vec<u8>> = (0..1000).map(|_| vec![1u8; 4096]).collect(); // faults
+//! armed.poll(Some(Duration::ZERO), |u| {
+//!     if let Update::Crossing(c) = u {
+//!         println!("{} at {:.0}/s (tid {})", c.edge.as_str(), c.value, c.window.tid);
+//!     }
+//! })?;
+//! # drop(pages);
+//! # Ok::<(), perfring::Error>(())
+//! ```
+
+mod eval;
+mod expr;
+
+use std::time::Duration;
+
+pub use eval::{Crossing, Edge, Evaluator, Plan, Rule, Scope, Window};
+pub use expr::{Cmp, Expr, Measure, Operand, TimeUnit};
+
+use crate::counter::{Builder, Counter, Group, SampleType, Target};
+use crate::event::{Event, Software};
+use crate::notify::{Accounting, Notification, NotifyKind, Poller, Token};
+use crate::records::{Layout, Record, RecordKind};
+use crate::ring::{Ring, RingSize};
+use crate::{Error, ErrorKind, Result};
+
+/// How long a window is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Span {
+    /// A window of the leader clock's time (CPU time for `task-clock`).
+    Time(Duration),
+    /// A window of `N` events of a ratio's denominator, which then leads the group.
+    Events(u64),
+}
+
+/// The default window: 10 ms of CPU time.
+pub const DEFAULT_SPAN: Span = Span::Time(Duration::from_millis(10));
+
+/// A condition over a counter group, and how it is judged.
+///
+/// Defaults: [`DEFAULT_SPAN`], 10 % hysteresis, no minimum duration, per thread, one
+/// warm-up window (see [`Rule::warm_up`]).
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    expr: Expr,
+    span: Span,
+    hysteresis: f64,
+    min_duration: Duration,
+    scope: Scope,
+    warm_up: u32,
+}
+
+/// The group a [`Trigger`] opens: its events, the leader's period, and the plan.
+#[derive(Debug, Clone)]
+pub struct GroupSpec {
+    /// The events, leader first.
+    pub events: Vec<Event>,
+    /// The leader's `sample_period`: nanoseconds for a clock, else events.
+    pub period: u64,
+    /// How values are computed from the group's deltas.
+    pub plan: Plan,
+}
+
+/// How [`Trigger::open`] opens the group.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenOptions {
+    /// Count the target's future threads and children too, each with its own windows
+    /// (Linux 6.12+, see the [module docs](self#per-thread)).
+    pub inherit: bool,
+    /// Start counting at the target's next `exec` (for a command started stopped).
+    pub enable_on_exec: bool,
+    /// The ring's size.
+    pub ring: RingSize,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            inherit: false,
+            enable_on_exec: false,
+            ring: RingSize::Pages(64),
+        }
+    }
+}
+
+impl Trigger {
+    /// A trigger on `expr` with the defaults.
+    pub fn new(expr: Expr) -> Trigger {
+        Trigger {
+            expr,
+            span: DEFAULT_SPAN,
+            hysteresis: 0.1,
+            min_duration: Duration::ZERO,
+            scope: Scope::Thread,
+            warm_up: 1,
+        }
+    }
+
+    /// The condition.
+    pub fn expr(&self) -> &Expr {
+        &self.expr
+    }
+
+    /// The window length (see [`Span`]).
+    pub fn span(mut self, span: Span) -> Self {
+        self.span = span;
+        self
+    }
+
+    /// The hysteresis band as a fraction of the threshold (see [`Rule::hysteresis`]).
+    pub fn hysteresis(mut self, fraction: f64) -> Self {
+        self.hysteresis = fraction;
+        self
+    }
+
+    /// How long the condition must hold (or have ended) before a crossing is
+    /// reported, on the samples' clock (`CLOCK_MONOTONIC`).
+    pub fn min_duration(mut self, d: Duration) -> Self {
+        self.min_duration = d;
+        self
+    }
+
+    /// Per thread or per process.
+    pub fn scope(mut self, scope: Scope) -> Self {
+        self.scope = scope;
+        self
+    }
+
+    /// Windows per thread used as a baseline before any is judged (default 1).
+    pub fn warm_up(mut self, windows: u32) -> Self {
+        self.warm_up = windows;
+        self
+    }
+
+    /// The group this trigger needs, and how its values are computed.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`] for a zero window, a hysteresis outside `0..1`,
+    /// or [`Span::Events`] on a rate (a rate's window is time).
+    pub fn plan(&self) -> Result<GroupSpec> {
+        let bad = |why: String, fix: &str| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("trigger `{}`", self.expr),
+                why,
+            )
+            .with_fix(fix)
+        };
+        if !(0.0..1.0).contains(&self.hysteresis) {
+            return Err(bad(
+                format!("hysteresis {} is not a fraction in [0, 1)", self.hysteresis),
+                "give e.g. 0.1 for a 10 % band",
+            ));
+        }
+        let e = &self.expr;
+        let num = e.numerator().event.clone();
+        let den = e.denominator().map(|d| d.event.clone());
+        // (leader, leader period, denominator is the leader's time)
+        let (leader, period) =
+            match (e.measure(), self.span) {
+                (_, Span::Time(d)) if d.as_nanos() == 0 => {
+                    return Err(bad("a window of 0 ns".into(), "give a window such as 10ms"))
+                }
+                (_, Span::Events(0)) => {
+                    return Err(bad(
+                        "a window of 0 events".into(),
+                        "give a window such as 1000",
+                    ))
+                }
+                (Measure::Rate(_), Span::Time(d)) => (
+                    den.clone()
+                        .unwrap_or_else(|| Event::software(Software::TaskClock)),
+                    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+                ),
+                (Measure::Rate(_), Span::Events(_)) => return Err(bad(
+                    "a rate is measured over windows of time, not of events".into(),
+                    "give the window as a duration (e.g. 10ms), or divide by an event for a ratio",
+                )),
+                (Measure::Ratio, Span::Time(d)) => (
+                    Event::software(Software::TaskClock),
+                    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX),
+                ),
+                (Measure::Ratio, Span::Events(n)) => {
+                    (den.clone().expect("a ratio has a denominator"), n)
+                }
+            };
+        let mut events = vec![leader];
+        let mut index = |ev: Event| match events.iter().position(|e| *e == ev) {
+            Some(i) => i,
+            None => {
+                events.push(ev);
+                events.len() - 1
+            }
+        };
+        let numerator = index(num);
+        let denominator = match den {
+            Some(d) => index(d),
+            None => 0,
+        };
+        let unit_ns = match e.measure() {
+            Measure::Rate(u) => u.nanos(),
+            Measure::Ratio => 1.0,
+        };
+        let min_span_ns = match self.span {
+            Span::Time(_) => period,
+            Span::Events(_) => 0,
+        };
+        Ok(GroupSpec {
+            plan: Plan {
+                numerator,
+                denominator,
+                scale: e.factor() * unit_ns,
+                events: events.len(),
+                min_span_ns,
+            },
+            events,
+            period,
+        })
+    }
+
+    /// The rule windows are judged by.
+    pub fn rule(&self) -> Rule {
+        Rule {
+            cmp: self.expr.cmp(),
+            threshold: self.expr.threshold(),
+            hysteresis: self.hysteresis,
+            min_duration_ns: u64::try_from(self.min_duration.as_nanos()).unwrap_or(u64::MAX),
+            warm_up: self.warm_up,
+        }
+    }
+
+    /// The builders of the group, leader first: the leader overflows every window and
+    /// samples `READ | TID | TIME` (stamped with `CLOCK_MONOTONIC`), a wake-up per
+    /// sample; members do not sample. [`Group::new`] adds `PERF_FORMAT_GROUP | ID` and
+    /// the times to the read format.
+    ///
+    /// # Errors
+    /// As [`plan`](Self::plan).
+    pub fn builders(&self) -> Result<Vec<Builder>> {
+        let spec = self.plan()?;
+        Ok(spec
+            .events
+            .iter()
+            .enumerate()
+            .map(|(i, ev)| {
+                let b = Counter::builder_for(ev.clone());
+                if i == 0 {
+                    b.period(spec.period)
+                        .sample(SampleType::READ | SampleType::TID | SampleType::TIME)
+                        .wakeup_events(1)
+                        .clockid(libc::CLOCK_MONOTONIC)
+                } else {
+                    b
+                }
+            })
+            .collect())
+    }
+
+    /// An evaluator for this trigger's group.
+    ///
+    /// # Errors
+    /// As [`plan`](Self::plan).
+    pub fn evaluator(&self) -> Result<Evaluator> {
+        Ok(Evaluator::new(self.plan()?.plan, self.rule(), self.scope))
+    }
+
+    /// Opens the group on `target` (disabled, unless `enable_on_exec`), maps its ring
+    /// and registers it with a poll driver.
+    ///
+    /// # Errors
+    /// Whatever opening a member says, with cause and fix (e.g.
+    /// [`ErrorKind::NoPmu`] for `cache-misses` without a hardware PMU;
+    /// [`ErrorKind::InvalidArgument`] for `inherit` on a kernel older than 6.12);
+    /// ring and poll errors as [`Ring::map_inherited`] and [`Poller::register`].
+    pub fn open(&self, target: Target, options: OpenOptions) -> Result<Armed> {
+        let spec = self.plan()?;
+        let mut builders = self.builders()?.into_iter();
+        let leader = builders
+            .next()
+            .expect("a group has a leader")
+            .target(target)
+            .inherit(options.inherit)
+            .enable_on_exec(options.enable_on_exec);
+        let mut group = Group::new(leader)?;
+        for member in builders {
+            group.add(member.inherit(options.inherit))?;
+        }
+        let layout = Layout::new(group.leader().attr())
+            .map_err(|e| Error::new(ErrorKind::Decode, "trigger sample layout", e.to_string()))?;
+        // Always through an anchor: the ring is needed for inherited counters anyway,
+        // and the poll driver then owns the anchor while the group stays here.
+        let (anchor, ring) = Ring::map_inherited(group.leader(), options.ring)?;
+        let mut poller = Poller::new()?;
+        poller.register(Token(0), anchor, ring)?;
+        Ok(Armed {
+            names: spec.events.iter().map(|e| e.name().to_string()).collect(),
+            group,
+            poller,
+            layout,
+            eval: Evaluator::new(spec.plan, self.rule(), self.scope),
+            notifications: Vec::new(),
+            report_windows: false,
+            undecoded: 0,
+        })
+    }
+}
+
+/// What [`Armed::poll`] hands the caller.
+#[derive(Debug, Clone, Copy)]
+pub enum Update<'a> {
+    /// A window closed (only with [`Armed::report_windows`]).
+    Window(&'a Window),
+    /// The condition crossed the threshold, at the end of this window.
+    Crossing(&'a Crossing),
+}
+
+/// What one [`Armed::poll`] found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Polled {
+    /// Records read from the ring.
+    pub records: u64,
+    /// The watched task has exited (`POLLHUP`): nothing more will come.
+    pub hup: bool,
+}
+
+/// An opened trigger: the group, its ring and poll driver, and the evaluator.
+#[derive(Debug)]
+pub struct Armed {
+    names: Vec<String>,
+    group: Group,
+    poller: Poller,
+    layout: Layout,
+    eval: Evaluator,
+    notifications: Vec<Notification>,
+    report_windows: bool,
+    undecoded: u64,
+}
+
+impl Armed {
+    /// Enables the group (not needed with `enable_on_exec`).
+    pub fn enable(&self) -> Result<()> {
+        self.group.enable()
+    }
+
+    /// Disables the group.
+    pub fn disable(&self) -> Result<()> {
+        self.group.disable()
+    }
+
+    /// The group.
+    pub fn group(&self) -> &Group {
+        &self.group
+    }
+
+    /// The events' names in group order (the order of [`Window::deltas`]).
+    pub fn events(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The evaluator (its plan, rule, and window count).
+    pub fn evaluator(&self) -> &Evaluator {
+        &self.eval
+    }
+
+    /// Also hand every closed window to [`poll`](Self::poll)'s callback (this copies
+    /// each window's deltas).
+    pub fn report_windows(&mut self, yes: bool) {
+        self.report_windows = yes;
+        self.eval.keep_last_window(yes);
+    }
+
+    /// Samples lost, throttles and wake-ups so far.
+    pub fn accounting(&self) -> Accounting {
+        self.poller.accounting(Token(0)).unwrap_or_default()
+    }
+
+    /// Records the decoder rejected (never expected: a kernel/decoder disagreement).
+    pub fn undecoded(&self) -> u64 {
+        self.undecoded
+    }
+
+    /// Waits up to `timeout` (`None`: forever) for samples, drains the ring and
+    /// evaluates every sample in it, calling `f` for each crossing (and each window,
+    /// with [`report_windows`](Self::report_windows)).
+    ///
+    /// # Errors
+    /// An `epoll_wait` error.
+    pub fn poll(&mut self, timeout: Option<Duration>, f: impl FnMut(Update<'_>)) -> Result<Polled> {
+        let Armed {
+            poller,
+            layout,
+            eval,
+            notifications,
+            report_windows,
+            undecoded,
+            ..
+        } = self;
+        let mut f = f;
+        let records = poller.poll_and_drain(notifications, timeout, |_, raw| {
+            feed(
+                raw.bytes(),
+                layout,
+                eval,
+                *report_windows,
+                undecoded,
+                &mut f,
+            )
+        })?;
+        Ok(Polled {
+            records,
+            hup: notifications.iter().any(|n| n.kind == NotifyKind::Hup),
+        })
+    }
+
+    /// Drains the ring without waiting (e.g. after the target exited).
+    pub fn drain(&mut self, f: impl FnMut(Update<'_>)) -> u64 {
+        let Armed {
+            poller,
+            layout,
+            eval,
+            report_windows,
+            undecoded,
+            ..
+        } = self;
+        let mut f = f;
+        poller.drain_all(|_, raw| {
+            feed(
+                raw.bytes(),
+                layout,
+                eval,
+                *report_windows,
+                undecoded,
+                &mut f,
+            )
+        })
+    }
+}
+
+fn feed(
+    bytes: &[u8],
+    layout: &Layout,
+    eval: &mut Evaluator,
+    report_windows: bool,
+    undecoded: &mut u64,
+    f: &mut impl FnMut(Update<'_>),
+) {
+    let Ok(record) = Record::parse(bytes, layout) else {
+        *undecoded += 1;
+        return;
+    };
+    if let RecordKind::Sample(s) = record.kind() {
+        let before = eval.windows();
+        let crossing = eval.feed_sample(&s);
+        if report_windows && eval.windows() != before {
+            if let Some(w) = eval.last_window() {
+                f(Update::Window(w));
+            }
+        }
+        if let Some(c) = &crossing {
+            f(Update::Crossing(c));
+        }
+    }
+}
