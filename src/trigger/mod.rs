@@ -274,8 +274,8 @@ impl Trigger {
     }
 
     /// The builders of the group, leader first: the leader overflows every window and
-    /// samples `READ | TID | TIME` (stamped with `CLOCK_MONOTONIC`), a wake-up per
-    /// sample; members do not sample. [`Group::new`] adds `PERF_FORMAT_GROUP | ID` and
+    /// samples `READ | TID | TIME`, a wake-up per sample; members do not sample.
+    /// All are on `CLOCK_MONOTONIC` (samples are stamped with it). [`Group::new`] adds `PERF_FORMAT_GROUP | ID` and
     /// the times to the read format.
     ///
     /// # Errors
@@ -287,12 +287,12 @@ impl Trigger {
             .iter()
             .enumerate()
             .map(|(i, ev)| {
-                let b = Counter::builder_for(ev.clone());
+                // The kernel refuses a group whose members are on different clocks.
+                let b = Counter::builder_for(ev.clone()).clockid(libc::CLOCK_MONOTONIC);
                 if i == 0 {
                     b.period(spec.period)
                         .sample(SampleType::READ | SampleType::TID | SampleType::TIME)
                         .wakeup_events(1)
-                        .clockid(libc::CLOCK_MONOTONIC)
                 } else {
                     b
                 }
@@ -494,7 +494,7 @@ fn feed(
     };
     if let RecordKind::Sample(s) = record.kind() {
         let before = eval.windows();
-        let crossing = eval.feed_sample(&s);
+        let crossing = eval.feed_sample(s);
         if report_windows && eval.windows() != before {
             if let Some(w) = eval.last_window() {
                 f(Update::Window(w));

@@ -1,0 +1,260 @@
+//! `perfring::trigger` live: exact ratio windows from breakpoints, a page-fault rate
+//! over a program's phases (windows of CPU time, so host load does not matter), and
+//! what the kernel says when an event is missing.
+
+mod util;
+
+use std::hint::black_box;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use perfring::trigger::{Edge, Expr, OpenOptions, Span, Trigger, Update, Window};
+use perfring::{ErrorKind, Target};
+
+#[inline(never)]
+#[no_mangle]
+extern "C" fn perfring_trigger_f(x: u64) -> u64 {
+    black_box(x).wrapping_mul(31)
+}
+
+#[inline(never)]
+#[no_mangle]
+extern "C" fn perfring_trigger_g(x: u64) -> u64 {
+    black_box(x).wrapping_add(17)
+}
+
+/// Calls `g` `windows * 100` times, with `k` calls of `f` before each.
+fn calls(windows: u64, k: u64) -> u64 {
+    let mut acc = 0;
+    for i in 0..windows * 100 {
+        for j in 0..k {
+            acc ^= black_box(perfring_trigger_f as extern "C" fn(u64) -> u64)(i + j);
+        }
+        acc ^= black_box(perfring_trigger_g as extern "C" fn(u64) -> u64)(i);
+    }
+    acc
+}
+
+/// Runs `calls` phases of `(windows, f per g)` in a fresh thread under a trigger on
+/// `f/g` with windows of 100 calls of `g`; returns every crossing's
+/// `(edge, window seq, deltas [g, f], value)` and the number of windows.
+fn ratio_run(
+    threshold: f64,
+    phases: &'static [(u64, u64)],
+) -> (Vec<(Edge, u64, Vec<u64>, f64)>, u64) {
+    let expr = Expr::parse(&format!(
+        "mem:{:#x}:x / mem:{:#x}:x > {threshold}",
+        perfring_trigger_f as usize, perfring_trigger_g as usize
+    ))
+    .unwrap();
+    let trigger = Trigger::new(expr).span(Span::Events(100)).warm_up(0);
+    let (tid, go, h) = util::gated_thread(|| {
+        phases
+            .iter()
+            .fold(0, |acc, &(windows, k)| acc ^ calls(windows, k))
+    });
+    let mut armed = trigger
+        .open(Target::Thread(tid as i32), OpenOptions::default())
+        .unwrap();
+    armed.enable().unwrap();
+    go.send(()).unwrap();
+    h.join().unwrap();
+    let mut got = Vec::new();
+    armed.drain(|u| {
+        if let Update::Crossing(c) = u {
+            assert_eq!(c.window.tid, tid);
+            got.push((c.edge, c.window.seq, c.window.deltas.clone(), c.value));
+        }
+    });
+    assert_eq!(armed.accounting().lost, 0);
+    assert_eq!(armed.undecoded(), 0);
+    (got, armed.evaluator().windows())
+}
+
+#[test]
+fn breakpoint_ratio_crosses_exactly_where_the_program_changes_it() {
+    static PHASES: [(u64, u64); 3] = [(20, 1), (20, 3), (20, 1)];
+    let (got, windows) = ratio_run(2.0, &PHASES);
+    assert_eq!(windows, 60, "one window per 100 calls of g");
+    // The leader is g (the denominator): deltas are [g, f].
+    assert_eq!(
+        got,
+        [
+            (Edge::Up, 21, vec![100, 300], 3.0),
+            (Edge::Down, 41, vec![100, 100], 1.0)
+        ]
+    );
+}
+
+#[test]
+fn breakpoint_ratio_above_every_window_never_crosses() {
+    static PHASES: [(u64, u64); 2] = [(10, 1), (10, 3)];
+    // The highest ratio the program reaches is exactly 3.
+    let (got, windows) = ratio_run(3.0, &PHASES);
+    assert_eq!(windows, 20);
+    assert!(got.is_empty(), "{got:?}");
+    let (got, _) = ratio_run(2.99, &PHASES);
+    assert_eq!(got.len(), 1, "{got:?}");
+}
+
+/// Quiet (spinning, no faults), then touching fresh pages, then quiet; the program
+/// waits for a byte on stdin before its phases and prints when the fault phase began
+/// and ended on `CLOCK_MONOTONIC` (the clock the samples are stamped with).
+const PHASES_C: &str = r#"
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/mman.h>
+static long long now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+static void spin(long n) { for (volatile long i = 0; i < n; i++) {} }
+int main(int argc, char **argv) {
+    long n = atol(argv[1]), pages = atol(argv[2]);
+    long page = sysconf(_SC_PAGESIZE);
+    char *mem = mmap(0, pages * page, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) return 2;
+    madvise(mem, pages * page, MADV_NOHUGEPAGE); /* one fault per page */
+    char go;
+    if (read(0, &go, 1) != 1) return 3;
+    spin(n);
+    long long t1 = now();
+    for (long i = 0; i < pages; i++) mem[i * page] = 1;
+    long long t2 = now();
+    spin(n);
+    printf("%lld %lld\n", t1, t2);
+    return 0;
+}
+"#;
+
+/// Spins of this many iterations take tens of milliseconds of CPU: many 2 ms windows.
+const SPIN: &str = "100000000";
+const PAGES: &str = "20000";
+
+struct PhaseRun {
+    crossings: Vec<(Edge, f64, Window)>,
+    windows: Vec<Window>,
+    fault_start: u64,
+    fault_end: u64,
+}
+
+fn phase_run(trigger: &Trigger) -> PhaseRun {
+    let prog = util::compile_c("phases", PHASES_C, &[]);
+    let mut child = Command::new(prog)
+        .args([SPIN, PAGES])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Opened after the program's start-up, so its windows are its phases only.
+    let mut armed = trigger
+        .open(Target::Thread(child.id() as i32), OpenOptions::default())
+        .unwrap();
+    armed.report_windows(true);
+    armed.enable().unwrap();
+    child.stdin.take().unwrap().write_all(b"x").unwrap();
+    let (mut crossings, mut windows) = (Vec::new(), Vec::new());
+    let mut take = |u: Update<'_>| match u {
+        Update::Window(w) => windows.push(w.clone()),
+        Update::Crossing(c) => crossings.push((c.edge, c.value, c.window.clone())),
+    };
+    loop {
+        let polled = armed
+            .poll(Some(Duration::from_millis(50)), &mut take)
+            .unwrap();
+        if polled.hup {
+            break;
+        }
+    }
+    armed.drain(&mut take);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let (a, b) = text.trim().split_once(' ').unwrap();
+    assert_eq!(armed.accounting().lost, 0);
+    PhaseRun {
+        crossings,
+        windows,
+        fault_start: a.parse().unwrap(),
+        fault_end: b.parse().unwrap(),
+    }
+}
+
+#[test]
+fn page_fault_rate_crosses_up_in_the_fault_phase_and_back_down_after() {
+    let expr = Expr::parse("page-faults > 1000/s").unwrap();
+    let trigger = Trigger::new(expr.clone()).span(Span::Time(Duration::from_millis(2)));
+    let run = phase_run(&trigger);
+    let edges: Vec<Edge> = run.crossings.iter().map(|c| c.0).collect();
+    assert_eq!(edges, [Edge::Up, Edge::Down], "{:?}", run.crossings);
+    let (_, up_value, up) = &run.crossings[0];
+    let (_, down_value, down) = &run.crossings[1];
+    assert!(
+        (run.fault_start..=run.fault_end).contains(&up.end_ns),
+        "up at {} outside the fault phase {}..{}",
+        up.end_ns,
+        run.fault_start,
+        run.fault_end
+    );
+    assert!(down.end_ns > run.fault_end);
+    assert!(*up_value > 1000.0 && *down_value < 900.0);
+    // Windows are about 2 ms of the thread's CPU time (task-clock overflows on a timer
+    // tick, so a window may be a little short of its period), measured by the leader.
+    let quiet_before = run
+        .windows
+        .iter()
+        .filter(|w| w.end_ns < run.fault_start)
+        .count();
+    assert!(
+        quiet_before >= 2,
+        "{quiet_before} windows before the faults"
+    );
+    for w in &run.windows {
+        assert!(w.deltas[0] >= 1_000_000, "{w:?}");
+    }
+
+    // A threshold far above the fastest window of this very run gives nothing.
+    let peak = run
+        .windows
+        .iter()
+        .filter_map(|w| w.value)
+        .fold(0.0, f64::max);
+    assert!(peak > 1000.0);
+    let high =
+        Trigger::new(expr.with_threshold(peak * 100.0)).span(Span::Time(Duration::from_millis(2)));
+    let run = phase_run(&high);
+    assert!(run.crossings.is_empty(), "{:?}", run.crossings);
+    assert!(run.windows.len() > 5);
+}
+
+#[test]
+fn a_missing_hardware_event_fails_with_the_doctors_message() {
+    let trigger = Trigger::new(Expr::parse("cache-misses/instructions > 0.01").unwrap());
+    let opened = trigger.open(Target::CallingThread, OpenOptions::default());
+    let has_pmu = perfring::Counter::builder("instructions")
+        .unwrap()
+        .open()
+        .is_ok();
+    match opened {
+        Ok(_) => assert!(has_pmu, "opened hardware events without a PMU"),
+        Err(e) => {
+            assert!(!has_pmu, "{e}");
+            assert_eq!(e.kind(), ErrorKind::NoPmu, "{e}");
+            assert!(e.to_string().contains("Fix:"), "{e}");
+        }
+    }
+}
+
+#[test]
+fn a_rate_with_a_window_in_events_is_refused() {
+    let t = Trigger::new(Expr::parse("page-faults > 10/s").unwrap()).span(Span::Events(100));
+    let e = t.plan().unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::InvalidArgument);
+    assert!(e.to_string().contains("windows of time"), "{e}");
+}
