@@ -100,7 +100,9 @@ fn breakpoint_ratio_above_every_window_never_crosses() {
 
 /// Quiet (spinning, no faults), then touching fresh pages, then quiet; the program
 /// waits for a byte on stdin before its phases and prints when the fault phase began
-/// and ended on `CLOCK_MONOTONIC` (the clock the samples are stamped with).
+/// and ended on `CLOCK_MONOTONIC` (the clock the samples are stamped with). With a
+/// third argument the phases run in a new thread beside one that only spins, and the
+/// two threads' ids are printed too.
 const PHASES_C: &str = r#"
 #define _GNU_SOURCE
 #include <stdio.h>
@@ -108,27 +110,46 @@ const PHASES_C: &str = r#"
 #include <time.h>
 #include <unistd.h>
 #include <sys/mman.h>
+#include <pthread.h>
 static long long now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 static void spin(long n) { for (volatile long i = 0; i < n; i++) {} }
+static long n, pages, page;
+static char *mem;
+static long long t1, t2;
+static void phases(void) {
+    spin(n);
+    t1 = now();
+    for (long i = 0; i < pages; i++) mem[i * page] = 1;
+    t2 = now();
+    spin(n);
+}
+static pid_t faulter, spinner;
+static void *fault_thread(void *arg) { faulter = gettid(); phases(); return arg; }
+static void *spin_thread(void *arg) { spinner = gettid(); spin(3 * n); return arg; }
 int main(int argc, char **argv) {
-    long n = atol(argv[1]), pages = atol(argv[2]);
-    long page = sysconf(_SC_PAGESIZE);
-    char *mem = mmap(0, pages * page, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    n = atol(argv[1]);
+    pages = atol(argv[2]);
+    page = sysconf(_SC_PAGESIZE);
+    mem = mmap(0, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) return 2;
     madvise(mem, pages * page, MADV_NOHUGEPAGE); /* one fault per page */
     char go;
     if (read(0, &go, 1) != 1) return 3;
-    spin(n);
-    long long t1 = now();
-    for (long i = 0; i < pages; i++) mem[i * page] = 1;
-    long long t2 = now();
-    spin(n);
-    printf("%lld %lld\n", t1, t2);
+    if (argc > 3) { /* two threads: one with the phases, one only spinning */
+        pthread_t a, b;
+        pthread_create(&a, 0, fault_thread, 0);
+        pthread_create(&b, 0, spin_thread, 0);
+        pthread_join(a, 0);
+        pthread_join(b, 0);
+        printf("%lld %lld %d %d\n", t1, t2, faulter, spinner);
+    } else {
+        phases();
+        printf("%lld %lld\n", t1, t2);
+    }
     return 0;
 }
 "#;
@@ -142,19 +163,29 @@ struct PhaseRun {
     windows: Vec<Window>,
     fault_start: u64,
     fault_end: u64,
+    /// With threads: the faulting thread's and the spinning thread's ids.
+    tids: Option<(u32, u32)>,
 }
 
-fn phase_run(trigger: &Trigger) -> PhaseRun {
-    let prog = util::compile_c("phases", PHASES_C, &[]);
+fn phase_run(trigger: &Trigger, threads: bool) -> PhaseRun {
+    let prog = util::compile_c("phases", PHASES_C, &["-pthread"]);
+    let mut args = vec![SPIN, PAGES];
+    if threads {
+        args.push("threads");
+    }
     let mut child = Command::new(prog)
-        .args([SPIN, PAGES])
+        .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     // Opened after the program's start-up, so its windows are its phases only.
+    let options = OpenOptions {
+        inherit: threads,
+        ..OpenOptions::default()
+    };
     let mut armed = trigger
-        .open(Target::Thread(child.id() as i32), OpenOptions::default())
+        .open(Target::Thread(child.id() as i32), options)
         .unwrap();
     armed.report_windows(true);
     armed.enable().unwrap();
@@ -176,13 +207,17 @@ fn phase_run(trigger: &Trigger) -> PhaseRun {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
-    let (a, b) = text.trim().split_once(' ').unwrap();
+    let words: Vec<u64> = text
+        .split_whitespace()
+        .map(|w| w.parse().unwrap())
+        .collect();
     assert_eq!(armed.accounting().lost, 0);
     PhaseRun {
         crossings,
         windows,
-        fault_start: a.parse().unwrap(),
-        fault_end: b.parse().unwrap(),
+        fault_start: words[0],
+        fault_end: words[1],
+        tids: threads.then(|| (words[2] as u32, words[3] as u32)),
     }
 }
 
@@ -190,7 +225,7 @@ fn phase_run(trigger: &Trigger) -> PhaseRun {
 fn page_fault_rate_crosses_up_in_the_fault_phase_and_back_down_after() {
     let expr = Expr::parse("page-faults > 1000/s").unwrap();
     let trigger = Trigger::new(expr.clone()).span(Span::Time(Duration::from_millis(2)));
-    let run = phase_run(&trigger);
+    let run = phase_run(&trigger, false);
     let edges: Vec<Edge> = run.crossings.iter().map(|c| c.0).collect();
     assert_eq!(edges, [Edge::Up, Edge::Down], "{:?}", run.crossings);
     let (_, up_value, up) = &run.crossings[0];
@@ -228,7 +263,7 @@ fn page_fault_rate_crosses_up_in_the_fault_phase_and_back_down_after() {
     assert!(peak > 1000.0);
     let high =
         Trigger::new(expr.with_threshold(peak * 100.0)).span(Span::Time(Duration::from_millis(2)));
-    let run = phase_run(&high);
+    let run = phase_run(&high, false);
     assert!(run.crossings.is_empty(), "{:?}", run.crossings);
     assert!(run.windows.len() > 5);
 }
@@ -257,4 +292,29 @@ fn a_rate_with_a_window_in_events_is_refused() {
     let e = t.plan().unwrap_err();
     assert_eq!(e.kind(), ErrorKind::InvalidArgument);
     assert!(e.to_string().contains("windows of time"), "{e}");
+}
+
+#[test]
+fn inherited_threads_each_have_their_own_windows() {
+    let trigger = Trigger::new(Expr::parse("page-faults > 1000/s").unwrap())
+        .span(Span::Time(Duration::from_millis(2)));
+    let run = phase_run(&trigger, true);
+    let (faulter, spinner) = run.tids.unwrap();
+    let got: Vec<(Edge, u32)> = run.crossings.iter().map(|c| (c.0, c.2.tid)).collect();
+    // Only the faulting thread crosses, though the other runs beside it.
+    assert_eq!(got, [(Edge::Up, faulter), (Edge::Down, faulter)]);
+    let up = &run.crossings[0].2;
+    assert!((run.fault_start..=run.fault_end).contains(&up.end_ns));
+    let spinner_windows: Vec<&Window> = run.windows.iter().filter(|w| w.tid == spinner).collect();
+    assert!(
+        spinner_windows.len() > 5,
+        "{} windows",
+        spinner_windows.len()
+    );
+    // Each sample carries its own thread's counts (Linux 6.12+: inherit with
+    // PERF_SAMPLE_READ and PERF_SAMPLE_TID), so the spinner's windows stay quiet.
+    assert!(
+        spinner_windows.iter().all(|w| w.deltas[1] <= 2),
+        "{spinner_windows:?}"
+    );
 }
