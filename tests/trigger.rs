@@ -36,16 +36,16 @@ fn calls(windows: u64, k: u64) -> u64 {
     acc
 }
 
+/// A crossing as the ratio tests check it: edge, window seq, deltas [g, f], value.
+type Seen = (Edge, u64, Vec<u64>, f64);
+
 /// Runs `calls` phases of `(windows, f per g)` in a fresh thread under a trigger on
 /// `f/g` with windows of 100 calls of `g`; returns every crossing's
 /// `(edge, window seq, deltas [g, f], value)` and the number of windows.
-fn ratio_run(
-    threshold: f64,
-    phases: &'static [(u64, u64)],
-) -> (Vec<(Edge, u64, Vec<u64>, f64)>, u64) {
+fn ratio_run(threshold: f64, phases: &'static [(u64, u64)]) -> (Vec<Seen>, u64) {
     let expr = Expr::parse(&format!(
         "mem:{:#x}:x / mem:{:#x}:x > {threshold}",
-        perfring_trigger_f as usize, perfring_trigger_g as usize
+        perfring_trigger_f as *const () as usize, perfring_trigger_g as *const () as usize
     ))
     .unwrap();
     let trigger = Trigger::new(expr).span(Span::Events(100)).warm_up(0);
@@ -98,61 +98,8 @@ fn breakpoint_ratio_above_every_window_never_crosses() {
     assert_eq!(got.len(), 1, "{got:?}");
 }
 
-/// Quiet (spinning, no faults), then touching fresh pages, then quiet; the program
-/// waits for a byte on stdin before its phases and prints when the fault phase began
-/// and ended on `CLOCK_MONOTONIC` (the clock the samples are stamped with). With a
-/// third argument the phases run in a new thread beside one that only spins, and the
-/// two threads' ids are printed too.
-const PHASES_C: &str = r#"
-#define _GNU_SOURCE
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#include <unistd.h>
-#include <sys/mman.h>
-#include <pthread.h>
-static long long now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-static void spin(long n) { for (volatile long i = 0; i < n; i++) {} }
-static long n, pages, page;
-static char *mem;
-static long long t1, t2;
-static void phases(void) {
-    spin(n);
-    t1 = now();
-    for (long i = 0; i < pages; i++) mem[i * page] = 1;
-    t2 = now();
-    spin(n);
-}
-static pid_t faulter, spinner;
-static void *fault_thread(void *arg) { faulter = gettid(); phases(); return arg; }
-static void *spin_thread(void *arg) { spinner = gettid(); spin(3 * n); return arg; }
-int main(int argc, char **argv) {
-    n = atol(argv[1]);
-    pages = atol(argv[2]);
-    page = sysconf(_SC_PAGESIZE);
-    mem = mmap(0, pages * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) return 2;
-    madvise(mem, pages * page, MADV_NOHUGEPAGE); /* one fault per page */
-    char go;
-    if (read(0, &go, 1) != 1) return 3;
-    if (argc > 3) { /* two threads: one with the phases, one only spinning */
-        pthread_t a, b;
-        pthread_create(&a, 0, fault_thread, 0);
-        pthread_create(&b, 0, spin_thread, 0);
-        pthread_join(a, 0);
-        pthread_join(b, 0);
-        printf("%lld %lld %d %d\n", t1, t2, faulter, spinner);
-    } else {
-        phases();
-        printf("%lld %lld\n", t1, t2);
-    }
-    return 0;
-}
-"#;
+/// Quiet, touching fresh pages, quiet: see the file's header.
+const PHASES_C: &str = include_str!("util/phases.c");
 
 /// Spins of this many iterations take tens of milliseconds of CPU: many 2 ms windows.
 const SPIN: &str = "100000000";
@@ -217,7 +164,7 @@ fn phase_run(trigger: &Trigger, threads: bool) -> PhaseRun {
         windows,
         fault_start: words[0],
         fault_end: words[1],
-        tids: threads.then(|| (words[2] as u32, words[3] as u32)),
+        tids: threads.then(|| (words[3] as u32, words[4] as u32)),
     }
 }
 

@@ -6,6 +6,7 @@ pub mod doctor;
 pub mod explain;
 pub mod json;
 pub mod stat;
+pub mod trigger;
 pub mod watch;
 
 use std::ffi::OsString;

@@ -21,7 +21,7 @@ use super::json::Json;
 use super::Failure;
 
 /// How often the loop wakes without overflows, to notice the target's exit and Ctrl-C.
-const TICK: Duration = Duration::from_millis(50);
+pub(super) const TICK: Duration = Duration::from_millis(50);
 /// How often the live status line is redrawn.
 const STATUS_EVERY: Duration = Duration::from_millis(250);
 /// Overflows waiting for `--exec` beyond which new ones are dropped (and counted).
@@ -29,13 +29,13 @@ const EXEC_QUEUE: usize = 1024;
 /// The frequency used when neither `-c` nor `-F` is given, for counting events.
 const DEFAULT_FREQ: u64 = 1000;
 /// How long `--stop-at` waits to see the target stopped.
-const STOP_WAIT: Duration = Duration::from_secs(5);
+pub(super) const STOP_WAIT: Duration = Duration::from_secs(5);
 /// How long a spawned command gets to exit after SIGTERM before SIGKILL.
 const TERM_GRACE: Duration = Duration::from_secs(2);
 
 /// How the watch ended, as the summary reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum End {
+pub(super) enum End {
     /// The target exited (or, for `-C`, Ctrl-C).
     TargetExited,
     /// `--stop-after N` reached.
@@ -94,14 +94,14 @@ struct Overflow<'a> {
 
 /// The `--exec` worker: runs `sh -c CMD` for each queued overflow, one after the other,
 /// so the sampling loop never waits on a child.
-struct ExecWorker {
+pub(super) struct ExecWorker {
     tx: Option<SyncSender<Vec<(&'static str, String)>>>,
     handle: Option<JoinHandle<u64>>,
-    dropped: u64,
+    pub(super) dropped: u64,
 }
 
 impl ExecWorker {
-    fn start(cmd: String) -> ExecWorker {
+    pub(super) fn start(cmd: String) -> ExecWorker {
         let (tx, rx) = mpsc::sync_channel::<Vec<(&'static str, String)>>(EXEC_QUEUE);
         let handle = std::thread::spawn(move || {
             let mut runs = 0;
@@ -126,7 +126,7 @@ impl ExecWorker {
         }
     }
 
-    fn submit(&mut self, env: Vec<(&'static str, String)>) {
+    pub(super) fn submit(&mut self, env: Vec<(&'static str, String)>) {
         if let Some(tx) = &self.tx {
             match tx.try_send(env) {
                 Ok(()) => {}
@@ -138,7 +138,7 @@ impl ExecWorker {
     }
 
     /// Waits for every queued action to have run; returns how many ran.
-    fn finish(&mut self) -> u64 {
+    pub(super) fn finish(&mut self) -> u64 {
         self.tx.take();
         self.handle
             .take()
@@ -367,7 +367,7 @@ impl StatusLine {
 }
 
 /// What is being watched, and how to tell it has ended.
-enum Watchee {
+pub(super) enum Watchee {
     Command(Child),
     Process(i32),
     Cpu,
@@ -375,6 +375,10 @@ enum Watchee {
 
 /// Runs `watch` to the end and returns the command's exit code, if it is to be ours.
 pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
+    if args.when.is_some() {
+        // Threshold crossings of a group's rate or ratio, not overflows.
+        return super::trigger::run(args);
+    }
     let specs = if args.events.is_empty() {
         vec![default_event()]
     } else {
@@ -677,7 +681,7 @@ fn watch_loop(
 
 /// Leaves the target as `end` requires and returns the command's exit code: `exited`
 /// if it was reaped already, else its status once ended (unless left stopped).
-fn finish_target(watchee: &mut Watchee, end: End, exited: Option<i32>) -> Option<i32> {
+pub(super) fn finish_target(watchee: &mut Watchee, end: End, exited: Option<i32>) -> Option<i32> {
     let Watchee::Command(child) = watchee else {
         return None;
     };

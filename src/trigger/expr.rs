@@ -543,7 +543,9 @@ impl Parser<'_> {
     fn event_error(&self, span: Range<usize>, e: Error) -> Error {
         let name = &self.text[span.clone()];
         let kind = e.kind();
-        let mut out = self.err(span, format!("event `{name}`: {}", e.cause()), e.fix());
+        // The event parser points into the event alone; we point into the expression.
+        let cause = e.cause().split(" (at byte").next().unwrap_or_default();
+        let mut out = self.err(span, format!("event `{name}`: {cause}"), e.fix());
         if kind != ErrorKind::BadEvent {
             out = out.with_kind(kind);
         }

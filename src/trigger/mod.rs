@@ -317,30 +317,56 @@ impl Trigger {
     /// [`ErrorKind::InvalidArgument`] for `inherit` on a kernel older than 6.12);
     /// ring and poll errors as [`Ring::map_inherited`] and [`Poller::register`].
     pub fn open(&self, target: Target, options: OpenOptions) -> Result<Armed> {
+        self.open_all(&[target], options)
+    }
+
+    /// [`open`](Self::open) on several targets (e.g. every thread of a running
+    /// process, each with `inherit` for the threads it will create), one group and
+    /// ring each, judged by one evaluator: per thread, or per process with
+    /// [`Scope::Process`].
+    ///
+    /// # Errors
+    /// As [`open`](Self::open); [`ErrorKind::InvalidArgument`] for no target.
+    pub fn open_all(&self, targets: &[Target], options: OpenOptions) -> Result<Armed> {
         let spec = self.plan()?;
-        let mut builders = self.builders()?.into_iter();
-        let leader = builders
-            .next()
-            .expect("a group has a leader")
-            .target(target)
-            .inherit(options.inherit)
-            .enable_on_exec(options.enable_on_exec);
-        let mut group = Group::new(leader)?;
-        for member in builders {
-            group.add(member.inherit(options.inherit))?;
+        if targets.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("trigger `{}`", self.expr),
+                "no target to open the group on",
+            ));
         }
-        let layout = Layout::new(group.leader().attr())
-            .map_err(|e| Error::new(ErrorKind::Decode, "trigger sample layout", e.to_string()))?;
-        // Always through an anchor: the ring is needed for inherited counters anyway,
-        // and the poll driver then owns the anchor while the group stays here.
-        let (anchor, ring) = Ring::map_inherited(group.leader(), options.ring)?;
         let mut poller = Poller::new()?;
-        poller.register(Token(0), anchor, ring)?;
+        let mut groups = Vec::new();
+        let mut layout = None;
+        for (i, &target) in targets.iter().enumerate() {
+            let mut builders = self.builders()?.into_iter();
+            let leader = builders
+                .next()
+                .expect("a group has a leader")
+                .target(target)
+                .inherit(options.inherit)
+                .enable_on_exec(options.enable_on_exec);
+            let mut group = Group::new(leader)?;
+            for member in builders {
+                group.add(member.inherit(options.inherit))?;
+            }
+            if layout.is_none() {
+                layout = Some(Layout::new(group.leader().attr()).map_err(|e| {
+                    Error::new(ErrorKind::Decode, "trigger sample layout", e.to_string())
+                })?);
+            }
+            // Always through an anchor: the ring is needed for inherited counters
+            // anyway, and the poll driver then owns the anchor while the group stays.
+            let (anchor, ring) = Ring::map_inherited(group.leader(), options.ring)?;
+            poller.register(Token(i as u64), anchor, ring)?;
+            groups.push(group);
+        }
         Ok(Armed {
             names: spec.events.iter().map(|e| e.name().to_string()).collect(),
-            group,
+            groups,
             poller,
-            layout,
+            layout: layout.expect("at least one target"),
             eval: Evaluator::new(spec.plan, self.rule(), self.scope),
             notifications: Vec::new(),
             report_windows: false,
@@ -363,15 +389,16 @@ pub enum Update<'a> {
 pub struct Polled {
     /// Records read from the ring.
     pub records: u64,
-    /// The watched task has exited (`POLLHUP`): nothing more will come.
+    /// Every watched task has exited (`POLLHUP` on every ring): nothing more will come.
     pub hup: bool,
 }
 
-/// An opened trigger: the group, its ring and poll driver, and the evaluator.
+/// An opened trigger: its groups (one per target), their rings and poll driver, and
+/// the evaluator.
 #[derive(Debug)]
 pub struct Armed {
     names: Vec<String>,
-    group: Group,
+    groups: Vec<Group>,
     poller: Poller,
     layout: Layout,
     eval: Evaluator,
@@ -381,19 +408,19 @@ pub struct Armed {
 }
 
 impl Armed {
-    /// Enables the group (not needed with `enable_on_exec`).
+    /// Enables the groups (not needed with `enable_on_exec`).
     pub fn enable(&self) -> Result<()> {
-        self.group.enable()
+        self.groups.iter().try_for_each(Group::enable)
     }
 
-    /// Disables the group.
+    /// Disables the groups.
     pub fn disable(&self) -> Result<()> {
-        self.group.disable()
+        self.groups.iter().try_for_each(Group::disable)
     }
 
-    /// The group.
-    pub fn group(&self) -> &Group {
-        &self.group
+    /// The groups, one per target.
+    pub fn groups(&self) -> &[Group] {
+        &self.groups
     }
 
     /// The events' names in group order (the order of [`Window::deltas`]).
@@ -413,9 +440,22 @@ impl Armed {
         self.eval.keep_last_window(yes);
     }
 
-    /// Samples lost, throttles and wake-ups so far.
+    /// Samples lost, throttles and wake-ups so far, over every target.
     pub fn accounting(&self) -> Accounting {
-        self.poller.accounting(Token(0)).unwrap_or_default()
+        let mut sum = Accounting::default();
+        for t in 0..self.groups.len() {
+            if let Some(a) = self.poller.accounting(Token(t as u64)) {
+                sum.notifications += a.notifications;
+                sum.hups += a.hups;
+                sum.samples += a.samples;
+                sum.records += a.records;
+                sum.lost += a.lost;
+                sum.lost_samples += a.lost_samples;
+                sum.throttled += a.throttled;
+                sum.unthrottled += a.unthrottled;
+            }
+        }
+        sum
     }
 
     /// Records the decoder rejected (never expected: a kernel/decoder disagreement).
@@ -452,7 +492,11 @@ impl Armed {
         })?;
         Ok(Polled {
             records,
-            hup: notifications.iter().any(|n| n.kind == NotifyKind::Hup),
+            hup: notifications
+                .iter()
+                .filter(|n| n.kind == NotifyKind::Hup)
+                .count()
+                >= self.groups.len(),
         })
     }
 
