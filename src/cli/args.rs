@@ -698,6 +698,38 @@ mod tests {
         assert!(err("stat -p 1 -- true").contains("not both"));
         assert!(err("stat --duration 1 -- true").contains("-p PID"));
         assert!(err("stat -p 1 --duration -3").contains("--duration"));
+        assert!(err("watch --when cs>1/s -e cs -- true").contains("-e does not go with it"));
+        assert!(err("watch --when cs>1/s -C 0").contains("-C does not go with it"));
+        assert!(err("watch --window 5ms -- true").contains("--window goes with --when"));
+        assert!(err("watch --when cs>1/s --for 3 -- true").contains("--for \"3\""));
+        assert!(err("watch --when cs>1/s --hysteresis 120 -- true").contains("[0, 100)"));
+        assert!(err("watch --when cs>1/s --per-process -t 1").contains("--per-process"));
+        let Ok(Command::Watch(w)) = parse_str(
+            "watch --when cs>1/s --for 1.5s --window 500us --hysteresis 5% --per-process -p 9",
+        ) else {
+            panic!("--when flags")
+        };
+        let when = w.when.unwrap();
+        assert_eq!(when.expr, "cs>1/s");
+        assert_eq!(
+            when.min_duration,
+            Some(std::time::Duration::from_millis(1500))
+        );
+        assert_eq!(
+            when.window,
+            Some(perfring::trigger::Span::Time(
+                std::time::Duration::from_micros(500)
+            ))
+        );
+        assert_eq!(when.hysteresis, Some(0.05));
+        assert!(when.per_process);
+        let Ok(Command::Watch(w)) = parse_str("watch --when a/b>1 --window 1000 -- x") else {
+            panic!("--window N")
+        };
+        assert_eq!(
+            w.when.unwrap().window,
+            Some(perfring::trigger::Span::Events(1000))
+        );
     }
 
     #[test]
