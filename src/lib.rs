@@ -14,6 +14,7 @@ pub mod launch;
 pub mod notify;
 pub mod records;
 pub mod ring;
+pub mod sampler;
 pub mod symbols;
 pub mod sys;
 pub mod trigger;

@@ -174,7 +174,21 @@ fn page_fault_rate_crosses_up_in_the_fault_phase_and_back_down_after() {
     let trigger = Trigger::new(expr.clone()).span(Span::Time(Duration::from_millis(2)));
     let run = phase_run(&trigger, false);
     let edges: Vec<Edge> = run.crossings.iter().map(|c| c.0).collect();
-    assert_eq!(edges, [Edge::Up, Edge::Down], "{:?}", run.crossings);
+    let shown: Vec<String> = run
+        .windows
+        .iter()
+        .map(|w| {
+            let at = w.end_ns as i64 - run.fault_start as i64;
+            format!("{:.1}ms:{:?}:{:?}", at as f64 / 1e6, w.deltas, w.value)
+        })
+        .collect();
+    assert_eq!(
+        edges,
+        [Edge::Up, Edge::Down],
+        "{:?}\nfault phase {} ns; windows (end relative to its start): {shown:?}",
+        run.crossings,
+        run.fault_end - run.fault_start
+    );
     let (_, up_value, up) = &run.crossings[0];
     let (_, down_value, down) = &run.crossings[1];
     assert!(

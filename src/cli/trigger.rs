@@ -3,17 +3,91 @@
 //! group, ring, windows and crossings are the library's; this file prints and acts.
 
 use std::io::Write;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use perfring::launch::{self, Interrupts};
+use perfring::launch::{self, Child, ExitStatus, Interrupts};
+use perfring::sampler::ExecQueue;
 use perfring::symbols::{is_symbolic, resolve_event, TargetImage};
 use perfring::trigger::{Crossing, Expr, Measure, OpenOptions, Scope, Trigger, Update};
 use perfring::Target;
 
 use super::args::{WatchArgs, WhenArgs};
 use super::json::Json;
-use super::watch::{finish_target, End, ExecWorker, Watchee, STOP_WAIT, TICK};
 use super::Failure;
+
+/// How often the loop wakes without crossings, to notice the target's exit and Ctrl-C.
+const TICK: Duration = Duration::from_millis(50);
+/// Crossings waiting for `--exec` beyond which new ones are dropped (and counted).
+const EXEC_QUEUE: usize = 1024;
+/// How long `--stop-at` waits to see the target stopped.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+/// How long a spawned command gets to exit after SIGTERM before SIGKILL.
+const TERM_GRACE: Duration = Duration::from_secs(2);
+
+/// How the watch ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    /// The target exited.
+    TargetExited,
+    /// `--stop-after N` reached: a command is terminated.
+    StopAfter,
+    /// `--stop-at N` reached: the process was stopped and left so.
+    StoppedAt,
+    /// `-p`/`-t`: Ctrl-C or SIGTERM.
+    Interrupted,
+    /// Our stdout was closed (`| head`).
+    OutputClosed,
+}
+
+/// What is being watched: a command we started (and its status once reaped), or a
+/// process or thread given by id.
+enum Watchee {
+    Command(Child, Option<ExitStatus>),
+    Id(i32),
+}
+
+impl Watchee {
+    fn ended(&mut self) -> Result<bool, Failure> {
+        Ok(match self {
+            Watchee::Command(child, status) => {
+                if status.is_none() {
+                    *status = child.try_wait().map_err(Failure::Runtime)?;
+                }
+                status.is_some()
+            }
+            Watchee::Id(id) => !launch::is_alive(*id),
+        })
+    }
+
+    /// Leaves the target as `end` requires; returns a command's exit code.
+    fn finish(&mut self, end: End) -> Option<i32> {
+        let Watchee::Command(child, status) = self else {
+            return None;
+        };
+        if let Some(s) = status {
+            return Some(s.code());
+        }
+        if end == End::StoppedAt {
+            return None; // stopped on purpose: left so
+        }
+        // Ended early by us: terminated, as perf does.
+        let _ = child.signal(libc::SIGTERM);
+        let deadline = Instant::now() + TERM_GRACE;
+        loop {
+            match child.try_wait() {
+                Ok(Some(s)) => return Some(s.code()),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                Ok(None) => {
+                    let _ = child.signal(libc::SIGKILL);
+                    return child.wait().ok().map(ExitStatus::code);
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+}
 
 /// What the summary reports.
 #[derive(Debug, Default)]
@@ -38,7 +112,7 @@ struct Reporter<'a> {
     start_ns: u64,
     seq: u64,
     out: std::io::BufWriter<std::io::StdoutLock<'static>>,
-    exec: Option<ExecWorker>,
+    exec: Option<ExecQueue>,
     signal_failures: u64,
     end: Option<End>,
 }
@@ -233,8 +307,8 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     let start_ns = perfring::counter::clock_ns(libc::CLOCK_MONOTONIC);
     let started = Instant::now();
     let mut watchee = match stopped {
-        Some(s) => Watchee::Command(s.start().map_err(Failure::Runtime)?),
-        None => Watchee::Process(args.pid.or(args.tid).expect("a target")),
+        Some(s) => Watchee::Command(s.start().map_err(Failure::Runtime)?, None),
+        None => Watchee::Id(args.pid.or(args.tid).expect("a target")),
     };
     let mut rep = Reporter {
         args,
@@ -243,11 +317,10 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
         start_ns,
         seq: 0,
         out: std::io::BufWriter::new(std::io::stdout().lock()),
-        exec: args.exec.clone().map(ExecWorker::start),
+        exec: args.exec.clone().map(|c| ExecQueue::start(c, EXEC_QUEUE)),
         signal_failures: 0,
         end: None,
     };
-    let mut exit_code = None;
     let result: Result<End, Failure> = loop {
         let polled = armed.poll(Some(TICK), |u| {
             if let Update::Crossing(c) = u {
@@ -264,27 +337,16 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
         if let Some(sig) = interrupts.take() {
             match &watchee {
                 // A terminal's Ctrl-C reaches the command too; pass ours on.
-                Watchee::Command(child) => {
+                Watchee::Command(child, _) => {
                     let _ = child.signal(sig);
                 }
-                _ => break Ok(End::Interrupted),
+                Watchee::Id(_) => break Ok(End::Interrupted),
             }
         }
-        match &mut watchee {
-            Watchee::Command(child) => match child.try_wait() {
-                Ok(Some(status)) => {
-                    exit_code = Some(status.code());
-                    break Ok(End::TargetExited);
-                }
-                Ok(None) => {}
-                Err(e) => break Err(Failure::Runtime(e)),
-            },
-            Watchee::Process(pid) => {
-                if !launch::is_alive(*pid) {
-                    break Ok(End::TargetExited);
-                }
-            }
-            Watchee::Cpu => {}
+        match watchee.ended() {
+            Ok(true) => break Ok(End::TargetExited),
+            Ok(false) => {}
+            Err(e) => break Err(e),
         }
     };
     // What is left in the rings once the target has gone.
@@ -296,11 +358,11 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     let end = match result {
         Ok(end) => rep.end.unwrap_or(end),
         Err(e) => {
-            finish_target(&mut watchee, End::Interrupted, exit_code);
+            watchee.finish(End::Interrupted);
             return Err(e);
         }
     };
-    let exit_code = finish_target(&mut watchee, end, exit_code);
+    let exit_code = watchee.finish(end);
     let a = armed.accounting();
     let mut s = Summary {
         crossings: rep.seq,
@@ -315,7 +377,7 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     };
     if let Some(exec) = &mut rep.exec {
         s.exec_runs = Some(exec.finish());
-        s.exec_dropped = exec.dropped;
+        s.exec_dropped = exec.dropped();
     }
     drop(armed);
     drop(interrupts);
@@ -327,7 +389,7 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     let _ = writeln!(rep.out, "{text}");
     let _ = rep.out.flush();
     Ok(match end {
-        End::TargetExited | End::BudgetSpent | End::Interrupted => exit_code,
+        End::TargetExited | End::Interrupted => exit_code,
         _ => None,
     })
 }
