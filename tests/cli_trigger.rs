@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 use serde_json::Value;
 
 const PHASES_C: &str = include_str!("util/phases.c");
-const SPIN: &str = "100000000";
+const SPIN: &str = "200000000";
 const PAGES: u64 = 20000;
 
 /// Runs `perfring watch ARGS` with `x` on its stdin (the phases program waits for it).
@@ -64,7 +64,7 @@ fn page_fault_rate_crosses_up_in_the_fault_phase_and_down_after_it() {
     let prog = util::compile_c("phases", PHASES_C, &["-pthread"]);
     let prog = prog.to_str().unwrap();
     let pages = PAGES.to_string();
-    let when = ["--when", "page-faults > 1000/s", "--window", "2ms"];
+    let when = ["--when", "page-faults > 1000/s"];
     let mut args = vec!["--json"];
     args.extend(when);
     args.extend(["--", prog, SPIN, &pages]);
@@ -96,9 +96,7 @@ fn page_fault_rate_crosses_up_in_the_fault_phase_and_down_after_it() {
     // program): a threshold well above it is never crossed.
     let rate = PAGES as f64 / (cpu_ns as f64 / 1e9);
     let high = format!("page-faults > {:.0}/s", rate * 10.0);
-    let out = watch(&[
-        "--json", "--when", &high, "--window", "2ms", "--", prog, SPIN, &pages,
-    ]);
+    let out = watch(&["--json", "--when", &high, "--", prog, SPIN, &pages]);
     let (crossings, summary, _) = parse(&out);
     assert!(crossings.is_empty(), "{high}: {crossings:?}");
     assert!(summary["windows"].as_u64().unwrap() > 10, "{summary}");
@@ -160,8 +158,6 @@ fn actions_run_on_each_crossing() {
     let out = watch(&[
         "--when",
         "page-faults > 1000/s",
-        "--window",
-        "2ms",
         "--exec",
         "echo action edge=$PERFRING_EDGE tid=$PERFRING_TID seq=$PERFRING_SEQ",
         "--",
@@ -187,8 +183,6 @@ fn actions_run_on_each_crossing() {
         "--json",
         "--when",
         "page-faults > 1000/s",
-        "--window",
-        "2ms",
         "--stop-after",
         "1",
         "--",

@@ -101,8 +101,8 @@ fn breakpoint_ratio_above_every_window_never_crosses() {
 /// Quiet, touching fresh pages, quiet: see the file's header.
 const PHASES_C: &str = include_str!("util/phases.c");
 
-/// Spins of this many iterations take tens of milliseconds of CPU: many 2 ms windows.
-const SPIN: &str = "100000000";
+/// Spins of this many iterations take about 100 ms of CPU: several 10 ms windows.
+const SPIN: &str = "200000000";
 const PAGES: &str = "20000";
 
 struct PhaseRun {
@@ -171,7 +171,7 @@ fn phase_run(trigger: &Trigger, threads: bool) -> PhaseRun {
 #[test]
 fn page_fault_rate_crosses_up_in_the_fault_phase_and_back_down_after() {
     let expr = Expr::parse("page-faults > 1000/s").unwrap();
-    let trigger = Trigger::new(expr.clone()).span(Span::Time(Duration::from_millis(2)));
+    let trigger = Trigger::new(expr.clone());
     let run = phase_run(&trigger, false);
     let edges: Vec<Edge> = run.crossings.iter().map(|c| c.0).collect();
     let shown: Vec<String> = run
@@ -200,7 +200,7 @@ fn page_fault_rate_crosses_up_in_the_fault_phase_and_back_down_after() {
     );
     assert!(down.end_ns > run.fault_end);
     assert!(*up_value > 1000.0 && *down_value < 900.0);
-    // Windows are about 2 ms of the thread's CPU time (task-clock overflows on a timer
+    // Windows are about 10 ms of the thread's CPU time (task-clock overflows on a timer
     // tick, so a window may be a little short of its period), measured by the leader.
     let quiet_before = run
         .windows
@@ -212,7 +212,7 @@ fn page_fault_rate_crosses_up_in_the_fault_phase_and_back_down_after() {
         "{quiet_before} windows before the faults"
     );
     for w in &run.windows {
-        assert!(w.deltas[0] >= 1_000_000, "{w:?}");
+        assert!(w.deltas[0] >= 5_000_000, "{w:?}");
     }
 
     // A threshold far above the fastest window of this very run gives nothing.
@@ -222,8 +222,7 @@ fn page_fault_rate_crosses_up_in_the_fault_phase_and_back_down_after() {
         .filter_map(|w| w.value)
         .fold(0.0, f64::max);
     assert!(peak > 1000.0);
-    let high =
-        Trigger::new(expr.with_threshold(peak * 100.0)).span(Span::Time(Duration::from_millis(2)));
+    let high = Trigger::new(expr.with_threshold(peak * 100.0));
     let run = phase_run(&high, false);
     assert!(run.crossings.is_empty(), "{:?}", run.crossings);
     assert!(run.windows.len() > 5);
@@ -257,8 +256,7 @@ fn a_rate_with_a_window_in_events_is_refused() {
 
 #[test]
 fn inherited_threads_each_have_their_own_windows() {
-    let trigger = Trigger::new(Expr::parse("page-faults > 1000/s").unwrap())
-        .span(Span::Time(Duration::from_millis(2)));
+    let trigger = Trigger::new(Expr::parse("page-faults > 1000/s").unwrap());
     let run = phase_run(&trigger, true);
     let (faulter, spinner) = run.tids.unwrap();
     let got: Vec<(Edge, u32)> = run.crossings.iter().map(|c| (c.0, c.2.tid)).collect();
@@ -274,8 +272,12 @@ fn inherited_threads_each_have_their_own_windows() {
     );
     // Each sample carries its own thread's counts (Linux 6.12+: inherit with
     // PERF_SAMPLE_READ and PERF_SAMPLE_TID), so the spinner's windows stay quiet.
+    // (The first window holds the thread's start: its stack's first faults.)
     assert!(
-        spinner_windows.iter().all(|w| w.deltas[1] <= 2),
+        spinner_windows
+            .iter()
+            .filter(|w| w.seq > 1)
+            .all(|w| w.deltas[1] <= 2),
         "{spinner_windows:?}"
     );
 }

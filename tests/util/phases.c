@@ -52,10 +52,15 @@ int main(int argc, char **argv) {
         pthread_create(&b, 0, spin_thread, 0);
         pthread_join(a, 0);
         pthread_join(b, 0);
-        printf("%lld %lld %lld %d %d\n", t1, t2, cpu, faulter, spinner);
     } else {
         phases();
-        printf("%lld %lld %lld\n", t1, t2, cpu);
     }
-    return 0;
+    /* Printed without stdio and ended without exit handlers: no page faults (a
+     * stdio buffer's first use faults) at the end of the last quiet phase. */
+    char line[128];
+    int len = argc > 3
+        ? snprintf(line, sizeof line, "%lld %lld %lld %d %d\n", t1, t2, cpu, faulter, spinner)
+        : snprintf(line, sizeof line, "%lld %lld %lld\n", t1, t2, cpu);
+    if (write(1, line, len) != len) _exit(4);
+    _exit(0);
 }
