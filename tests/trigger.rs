@@ -9,7 +9,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use perfring::trigger::{Edge, Expr, OpenOptions, Span, Trigger, Update, Window};
+use perfring::trigger::{Edge, Expr, OpenOptions, Scope, Span, Trigger, Update, Window};
 use perfring::{ErrorKind, Target};
 
 #[inline(never)]
@@ -280,4 +280,24 @@ fn inherited_threads_each_have_their_own_windows() {
             .all(|w| w.deltas[1] <= 2),
         "{spinner_windows:?}"
     );
+}
+
+#[test]
+fn per_process_scope_sums_the_threads() {
+    let trigger = Trigger::new(Expr::parse("page-faults > 1000/s").unwrap()).scope(Scope::Process);
+    let run = phase_run(&trigger, true);
+    let (faulter, spinner) = run.tids.unwrap();
+    let edges: Vec<Edge> = run.crossings.iter().map(|c| c.0).collect();
+    assert_eq!(edges, [Edge::Up, Edge::Down], "{:?}", run.crossings);
+    let up = &run.crossings[0].2;
+    assert!((run.fault_start..=run.fault_end).contains(&up.end_ns));
+    // Process windows hold both threads' CPU time: more than one window's worth.
+    let both = run
+        .windows
+        .iter()
+        .filter(|w| w.deltas[0] > 15_000_000)
+        .count();
+    assert!(both > 3, "{:?}", run.windows);
+    assert!(run.windows.iter().all(|w| w.pid == up.pid));
+    assert!([faulter, spinner].contains(&up.tid));
 }

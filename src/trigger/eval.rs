@@ -31,10 +31,11 @@ pub enum Scope {
     /// Each thread on its own: crossings name the thread (default).
     #[default]
     Thread,
-    /// All threads of a process together: every thread's deltas are summed into the
-    /// process's window, which closes once it spans at least
-    /// [`Plan::min_span_ns`] on the samples' clock (one window length for a time base;
-    /// every sample for a count base). Crossings name the thread whose sample closed it.
+    /// All threads of a process together: at each sample, the process's window is the
+    /// sum of every thread's latest window (those that ended within
+    /// [`Plan::stale_ns`]), so a busy thread and an idle one give their combined
+    /// rate rather than taking turns. Crossings name the thread whose sample completed
+    /// them.
     Process,
 }
 
@@ -53,8 +54,10 @@ pub struct Plan {
     pub scale: f64,
     /// How many events the group has.
     pub events: usize,
-    /// With [`Scope::Process`], how long (on the samples' clock) a window spans at least.
-    pub min_span_ns: u64,
+    /// With [`Scope::Process`], how long (on the samples' clock) a thread's latest
+    /// window still counts towards its process's after it ended: a thread that has
+    /// since blocked or exited stops weighing on the process.
+    pub stale_ns: u64,
 }
 
 impl Plan {
@@ -134,11 +137,10 @@ struct Judge {
     active: bool,
     /// Since when (window start) the opposite state has been qualifying.
     pending_since: Option<u64>,
-    /// Process scope: deltas summed since the window opened, when it opened, and
-    /// the last sample in it.
+    /// Process scope: each thread's latest window (tid, start, end, deltas).
+    latest: Vec<(u32, Option<u64>, u64, Vec<u64>)>,
+    /// Process scope: the sum of the live ones.
     sum: Vec<u64>,
-    sum_start: Option<u64>,
-    sum_last: Option<Closed>,
 }
 
 /// Turns successive group reads (cumulative counts, per thread) into windows, and
@@ -151,7 +153,7 @@ struct Judge {
 /// ```
 /// use perfring::trigger::{Cmp, Edge, Evaluator, Plan, Rule, Scope};
 /// // Group: [task-clock (ns), page-faults]; rate per second.
-/// let plan = Plan { numerator: 1, denominator: 0, scale: 1e9, events: 2, min_span_ns: 0 };
+/// let plan = Plan { numerator: 1, denominator: 0, scale: 1e9, events: 2, stale_ns: 0 };
 /// let rule = Rule { cmp: Cmp::Above, threshold: 1000.0, hysteresis: 0.1, min_duration_ns: 0, warm_up: 0 };
 /// let mut ev = Evaluator::new(plan, rule, Scope::Thread);
 /// let ms = 1_000_000;
@@ -275,13 +277,14 @@ impl Evaluator {
             Scope::Process => pid,
         };
         let judge = self.judges.entry(judge_key).or_default();
-        if self.scope == Scope::Thread || self.plan.min_span_ns == 0 {
-            let w = Closed {
-                pid,
-                tid,
-                start_ns: start,
-                end_ns: time_ns,
-            };
+        let w = Closed {
+            pid,
+            tid,
+            start_ns: start,
+            end_ns: time_ns,
+        };
+        let keep = self.keep_last.then_some(&mut self.last_window);
+        if self.scope == Scope::Thread {
             return decide(
                 &self.plan,
                 &self.rule,
@@ -289,45 +292,48 @@ impl Evaluator {
                 w,
                 deltas,
                 &mut self.windows,
-                self.keep_last.then_some(&mut self.last_window),
+                keep,
             );
         }
-        // A process window holds the samples of every thread from its first one until
-        // `min_span_ns` later; the first sample past that closes it and opens the next.
-        if judge.sum.len() != n {
-            judge.sum = vec![0; n];
-        }
-        let mut out = None;
-        if let Some((opened, last)) = judge.sum_start.zip(judge.sum_last) {
-            if time_ns.saturating_sub(opened) >= self.plan.min_span_ns {
-                let sum = std::mem::take(&mut judge.sum);
-                out = decide(
-                    &self.plan,
-                    &self.rule,
-                    judge,
-                    Closed {
-                        start_ns: Some(opened),
-                        ..last
-                    },
-                    &sum,
-                    &mut self.windows,
-                    self.keep_last.then_some(&mut self.last_window),
-                );
-                judge.sum = sum;
-                judge.sum.iter_mut().for_each(|s| *s = 0);
-                judge.sum_start = None;
+        // The process's window: every thread's latest one, this one included.
+        match judge.latest.iter_mut().find(|l| l.0 == tid) {
+            Some(l) => {
+                l.1 = start;
+                l.2 = time_ns;
+                l.3.copy_from_slice(deltas);
             }
+            None => judge.latest.push((tid, start, time_ns, deltas.to_vec())),
         }
-        for (s, d) in judge.sum.iter_mut().zip(deltas.iter()) {
-            *s += d;
+        let stale = self.plan.stale_ns;
+        judge
+            .latest
+            .retain(|l| l.2.saturating_add(stale) >= time_ns);
+        let mut sum = std::mem::take(&mut judge.sum);
+        sum.clear();
+        sum.resize(n, 0);
+        let mut first = start;
+        for (_, s, _, d) in &judge.latest {
+            for (a, b) in sum.iter_mut().zip(d) {
+                *a += b;
+            }
+            first = match (first, *s) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
         }
-        judge.sum_start.get_or_insert(time_ns);
-        judge.sum_last = Some(Closed {
-            pid,
-            tid,
-            start_ns: None,
-            end_ns: time_ns,
-        });
+        let out = decide(
+            &self.plan,
+            &self.rule,
+            judge,
+            Closed {
+                start_ns: first,
+                ..w
+            },
+            &sum,
+            &mut self.windows,
+            keep,
+        );
+        judge.sum = sum;
         out
     }
 }
@@ -417,7 +423,7 @@ mod tests {
             denominator: 0,
             scale: 1e9,
             events: 2,
-            min_span_ns: 0,
+            stale_ns: 0,
         }
     }
 
@@ -552,19 +558,19 @@ mod tests {
     }
 
     #[test]
-    fn process_scope_sums_threads_over_a_span() {
+    fn process_scope_sums_the_threads_latest_windows() {
         let mut plan = rate_plan();
-        plan.min_span_ns = 10 * MS;
+        plan.stale_ns = 30 * MS;
         let mut ev = Evaluator::new(plan, rule(Cmp::Above, 1000.0), Scope::Process);
-        // Two threads, each 10 ms of CPU per 10 ms of wall time; 8 faults each per
-        // window: 16 faults in 20 ms of CPU = 800/s (not above); then 15 each = 1500/s.
-        // A window closes when a sample comes 10 ms after its first one.
+        // Two threads, 10 ms windows: 8 faults each is 16 in 20 ms = 800/s; once thread
+        // 1 has 30 the process is at 38 in 20 ms = 1900/s. Thread 2 alone (800/s) would
+        // never cross.
         let mut got = Vec::new();
         let (mut f1, mut f2) = (0, 0);
-        for (i, per) in [8, 8, 15, 15].iter().enumerate() {
+        for (i, (a, b)) in [(8, 8), (8, 8), (30, 8), (30, 8)].iter().enumerate() {
             let t = (i as u64 + 1) * 10 * MS;
-            f1 += per;
-            f2 += per;
+            f1 += a;
+            f2 += b;
             for c in [ev.feed(9, 1, t, &[t, f1]), ev.feed(9, 2, t + 1, &[t, f2])]
                 .into_iter()
                 .flatten()
@@ -578,15 +584,25 @@ mod tests {
         assert_eq!(
             got,
             [(
-                2,
-                3,
-                Some(30 * MS),
-                30 * MS + 1,
+                1,
+                5,
+                Some(10 * MS + 1),
+                30 * MS,
                 Edge::Up,
-                1500.0,
-                vec![20 * MS, 30]
+                1900.0,
+                vec![20 * MS, 38]
             )]
         );
+        // Thread 1 blocks and thread 2 stops faulting: thread 1's last window (1500/s
+        // with thread 2's) holds the process up until it is stale, 30 ms after it ended.
+        let mut edges = Vec::new();
+        for i in 5..10u64 {
+            let t = i * 10 * MS;
+            if let Some(c) = ev.feed(9, 2, t, &[t, f2]) {
+                edges.push((c.edge, c.window.end_ns / MS, c.window.deltas));
+            }
+        }
+        assert_eq!(edges, [(Edge::Down, 80, vec![10 * MS, 0])]);
     }
 
     #[test]
@@ -596,7 +612,7 @@ mod tests {
             denominator: 0,
             scale: 1.0,
             events: 2,
-            min_span_ns: 0,
+            stale_ns: 0,
         };
         assert_eq!(plan.value(&[0, 5]), None);
         assert_eq!(plan.value(&[4, 2]), Some(0.5));

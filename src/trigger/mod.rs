@@ -245,9 +245,11 @@ impl Trigger {
             Measure::Rate(u) => u.nanos(),
             Measure::Ratio => 1.0,
         };
-        let min_span_ns = match self.span {
-            Span::Time(_) => period,
-            Span::Events(_) => 0,
+        // A thread's window stops counting for its process after ten windows' time
+        // (a second for windows in events, which have no length in time).
+        let stale_ns = match self.span {
+            Span::Time(_) => period.saturating_mul(10),
+            Span::Events(_) => 1_000_000_000,
         };
         Ok(GroupSpec {
             plan: Plan {
@@ -255,7 +257,7 @@ impl Trigger {
                 denominator,
                 scale: e.factor() * unit_ns,
                 events: events.len(),
-                min_span_ns,
+                stale_ns,
             },
             events,
             period,
