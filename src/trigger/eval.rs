@@ -32,8 +32,8 @@ pub enum Scope {
     #[default]
     Thread,
     /// All threads of a process together: at each sample, the process's window is the
-    /// sum of every thread's latest window (those that ended within
-    /// [`Plan::stale_ns`]), so a busy thread and an idle one give their combined
+    /// sum of every thread's latest window (unless it is stale, see
+    /// [`Plan::stale_after`]), so a busy thread and an idle one give their combined
     /// rate rather than taking turns. Crossings name the thread whose sample completed
     /// them.
     Process,
@@ -54,10 +54,12 @@ pub struct Plan {
     pub scale: f64,
     /// How many events the group has.
     pub events: usize,
-    /// With [`Scope::Process`], how long (on the samples' clock) a thread's latest
-    /// window still counts towards its process's after it ended: a thread that has
-    /// since blocked or exited stops weighing on the process.
-    pub stale_ns: u64,
+    /// With [`Scope::Process`], how much the leader's count (CPU time, or events of
+    /// the denominator) may grow in the rest of the process after a thread's latest
+    /// window before that window stops counting: a thread that has since blocked or
+    /// exited stops weighing on the process. Measured in the leader's units, not wall
+    /// time, so a busy machine that delays samples does not expire windows.
+    pub stale_after: u64,
 }
 
 impl Plan {
@@ -137,8 +139,11 @@ struct Judge {
     active: bool,
     /// Since when (window start) the opposite state has been qualifying.
     pending_since: Option<u64>,
-    /// Process scope: each thread's latest window (tid, start, end, deltas).
-    latest: Vec<(u32, Option<u64>, u64, Vec<u64>)>,
+    /// Process scope: each thread's latest window (tid, start, end, the process's
+    /// leader count when it ended, deltas).
+    latest: Vec<(u32, Option<u64>, u64, u64, Vec<u64>)>,
+    /// Process scope: the leader's count over all threads.
+    clock: u64,
     /// Process scope: the sum of the live ones.
     sum: Vec<u64>,
 }
@@ -153,7 +158,7 @@ struct Judge {
 /// ```
 /// use perfring::trigger::{Cmp, Edge, Evaluator, Plan, Rule, Scope};
 /// // Group: [task-clock (ns), page-faults]; rate per second.
-/// let plan = Plan { numerator: 1, denominator: 0, scale: 1e9, events: 2, stale_ns: 0 };
+/// let plan = Plan { numerator: 1, denominator: 0, scale: 1e9, events: 2, stale_after: 0 };
 /// let rule = Rule { cmp: Cmp::Above, threshold: 1000.0, hysteresis: 0.1, min_duration_ns: 0, warm_up: 0 };
 /// let mut ev = Evaluator::new(plan, rule, Scope::Thread);
 /// let ms = 1_000_000;
@@ -296,23 +301,24 @@ impl Evaluator {
             );
         }
         // The process's window: every thread's latest one, this one included.
+        judge.clock = judge.clock.saturating_add(deltas[0]);
+        let clock = judge.clock;
         match judge.latest.iter_mut().find(|l| l.0 == tid) {
             Some(l) => {
-                l.1 = start;
-                l.2 = time_ns;
-                l.3.copy_from_slice(deltas);
+                (l.1, l.2, l.3) = (start, time_ns, clock);
+                l.4.copy_from_slice(deltas);
             }
-            None => judge.latest.push((tid, start, time_ns, deltas.to_vec())),
+            None => judge
+                .latest
+                .push((tid, start, time_ns, clock, deltas.to_vec())),
         }
-        let stale = self.plan.stale_ns;
-        judge
-            .latest
-            .retain(|l| l.2.saturating_add(stale) >= time_ns);
+        let stale = self.plan.stale_after;
+        judge.latest.retain(|l| clock - l.3 <= stale);
         let mut sum = std::mem::take(&mut judge.sum);
         sum.clear();
         sum.resize(n, 0);
         let mut first = start;
-        for (_, s, _, d) in &judge.latest {
+        for (_, s, _, _, d) in &judge.latest {
             for (a, b) in sum.iter_mut().zip(d) {
                 *a += b;
             }
@@ -423,7 +429,7 @@ mod tests {
             denominator: 0,
             scale: 1e9,
             events: 2,
-            stale_ns: 0,
+            stale_after: 0,
         }
     }
 
@@ -560,7 +566,7 @@ mod tests {
     #[test]
     fn process_scope_sums_the_threads_latest_windows() {
         let mut plan = rate_plan();
-        plan.stale_ns = 30 * MS;
+        plan.stale_after = 30 * MS;
         let mut ev = Evaluator::new(plan, rule(Cmp::Above, 1000.0), Scope::Process);
         // Two threads, 10 ms windows: 8 faults each is 16 in 20 ms = 800/s; once thread
         // 1 has 30 the process is at 38 in 20 ms = 1900/s. Thread 2 alone (800/s) would
@@ -594,7 +600,8 @@ mod tests {
             )]
         );
         // Thread 1 blocks and thread 2 stops faulting: thread 1's last window (1500/s
-        // with thread 2's) holds the process up until it is stale, 30 ms after it ended.
+        // with thread 2's) holds the process up until it is stale: once thread 2 has
+        // run more than 30 ms of CPU since it (its fourth window after).
         let mut edges = Vec::new();
         for i in 5..10u64 {
             let t = i * 10 * MS;
@@ -602,7 +609,7 @@ mod tests {
                 edges.push((c.edge, c.window.end_ns / MS, c.window.deltas));
             }
         }
-        assert_eq!(edges, [(Edge::Down, 80, vec![10 * MS, 0])]);
+        assert_eq!(edges, [(Edge::Down, 70, vec![10 * MS, 0])]);
     }
 
     #[test]
@@ -612,7 +619,7 @@ mod tests {
             denominator: 0,
             scale: 1.0,
             events: 2,
-            stale_ns: 0,
+            stale_after: 0,
         };
         assert_eq!(plan.value(&[0, 5]), None);
         assert_eq!(plan.value(&[4, 2]), Some(0.5));

@@ -245,19 +245,16 @@ impl Trigger {
             Measure::Rate(u) => u.nanos(),
             Measure::Ratio => 1.0,
         };
-        // A thread's window stops counting for its process after ten windows' time
-        // (a second for windows in events, which have no length in time).
-        let stale_ns = match self.span {
-            Span::Time(_) => period.saturating_mul(10),
-            Span::Events(_) => 1_000_000_000,
-        };
+        // A thread's window stops counting for its process once the rest of the
+        // process has run ten windows since.
+        let stale_after = period.saturating_mul(10);
         Ok(GroupSpec {
             plan: Plan {
                 numerator,
                 denominator,
                 scale: e.factor() * unit_ns,
                 events: events.len(),
-                stale_ns,
+                stale_after,
             },
             events,
             period,
