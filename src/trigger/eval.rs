@@ -133,15 +133,24 @@ struct Key {
     last_time: Option<u64>,
 }
 
+/// A thread's latest window, as its process's window sums it.
+#[derive(Debug)]
+struct Latest {
+    tid: u32,
+    start_ns: Option<u64>,
+    /// The process's leader count when it ended (for staleness).
+    clock: u64,
+    deltas: Vec<u64>,
+}
+
 #[derive(Debug, Default)]
 struct Judge {
     seq: u64,
     active: bool,
     /// Since when (window start) the opposite state has been qualifying.
     pending_since: Option<u64>,
-    /// Process scope: each thread's latest window (tid, start, end, the process's
-    /// leader count when it ended, deltas).
-    latest: Vec<(u32, Option<u64>, u64, u64, Vec<u64>)>,
+    /// Process scope: each thread's latest window.
+    latest: Vec<Latest>,
     /// Process scope: the leader's count over all threads.
     clock: u64,
     /// Process scope: the sum of the live ones.
@@ -303,26 +312,29 @@ impl Evaluator {
         // The process's window: every thread's latest one, this one included.
         judge.clock = judge.clock.saturating_add(deltas[0]);
         let clock = judge.clock;
-        match judge.latest.iter_mut().find(|l| l.0 == tid) {
+        match judge.latest.iter_mut().find(|l| l.tid == tid) {
             Some(l) => {
-                (l.1, l.2, l.3) = (start, time_ns, clock);
-                l.4.copy_from_slice(deltas);
+                (l.start_ns, l.clock) = (start, clock);
+                l.deltas.copy_from_slice(deltas);
             }
-            None => judge
-                .latest
-                .push((tid, start, time_ns, clock, deltas.to_vec())),
+            None => judge.latest.push(Latest {
+                tid,
+                start_ns: start,
+                clock,
+                deltas: deltas.to_vec(),
+            }),
         }
         let stale = self.plan.stale_after;
-        judge.latest.retain(|l| clock - l.3 <= stale);
+        judge.latest.retain(|l| clock - l.clock <= stale);
         let mut sum = std::mem::take(&mut judge.sum);
         sum.clear();
         sum.resize(n, 0);
         let mut first = start;
-        for (_, s, _, _, d) in &judge.latest {
-            for (a, b) in sum.iter_mut().zip(d) {
+        for l in &judge.latest {
+            for (a, b) in sum.iter_mut().zip(&l.deltas) {
                 *a += b;
             }
-            first = match (first, *s) {
+            first = match (first, l.start_ns) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
