@@ -68,7 +68,7 @@ fn ratio_run(threshold: f64, phases: &'static [(u64, u64)]) -> (Vec<Seen>, u64) 
         }
     });
     assert_eq!(armed.accounting().lost, 0);
-    assert_eq!(armed.undecoded(), 0);
+    assert_eq!((armed.undecoded(), armed.rejected()), (0, 0));
     (got, armed.evaluator().windows())
 }
 

@@ -97,6 +97,7 @@ struct Summary {
     lost: u64,
     throttled: u64,
     undecoded: u64,
+    rejected: u64,
     duration_s: f64,
     exit_code: Option<i32>,
     exec_runs: Option<u64>,
@@ -370,6 +371,7 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
         lost: a.lost + a.lost_samples,
         throttled: a.throttled,
         undecoded: armed.undecoded(),
+        rejected: armed.rejected(),
         duration_s: started.elapsed().as_secs_f64(),
         exit_code,
         signal_failures: rep.signal_failures,
@@ -420,6 +422,12 @@ fn summary_text(s: &Summary) -> String {
             s.undecoded
         );
     }
+    if s.rejected > 0 {
+        out += &format!(
+            "\n{} samples were damaged in the ring (threads overflowing at once on two CPUs) and were skipped",
+            s.rejected
+        );
+    }
     if s.lost > 0 {
         out += "\nsamples were lost, so some windows were longer: raise -m PAGES or --window";
     }
@@ -445,6 +453,9 @@ fn summary_json(s: &Summary) -> Json {
     }
     if s.undecoded > 0 {
         fields.push(("undecoded", Json::Uint(s.undecoded)));
+    }
+    if s.rejected > 0 {
+        fields.push(("rejected", Json::Uint(s.rejected)));
     }
     Json::object(fields)
 }

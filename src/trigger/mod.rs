@@ -31,7 +31,14 @@
 //! `PERF_SAMPLE_READ` when `PERF_SAMPLE_TID` is sampled too (older kernels refuse it
 //! with `EINVAL`), and each sample then carries the counts **of the thread that
 //! overflowed**; so every thread has its own windows, and [`Scope::Process`] sums them.
-//! The inherited records reach the ring through an anchor ([`Ring::map_inherited`]).
+//! The inherited records reach the ring through an anchor ([`Ring::map_inherited`]):
+//! one group per task, so a thread's windows are one period each however it migrates
+//! (per-CPU groups would give each thread one event per CPU, with windows that overlap
+//! in time and values that jump when it migrates). The kernel writes a ring assuming
+//! one writer per CPU, so two threads overflowing at the same instant on two CPUs can
+//! damage each other's record; every sample's group read must carry the group's kernel
+//! ids, in order, or it is set aside ([`Armed::rejected`]) — since counts are
+//! cumulative, that only makes the thread's next window longer.
 //!
 //! # Examples
 //! ```no_run
@@ -338,6 +345,7 @@ impl Trigger {
         let mut poller = Poller::new()?;
         let mut groups = Vec::new();
         let mut layout = None;
+        let mut ids = Vec::new();
         for (i, &target) in targets.iter().enumerate() {
             let mut builders = self.builders()?.into_iter();
             let leader = builders
@@ -359,17 +367,28 @@ impl Trigger {
             // anyway, and the poll driver then owns the anchor while the group stays.
             let (anchor, ring) = Ring::map_inherited(group.leader(), options.ring)?;
             poller.register(Token(i as u64), anchor, ring)?;
+            ids.push(
+                group
+                    .counters()
+                    .iter()
+                    .map(Counter::id)
+                    .collect::<Result<Vec<u64>>>()?,
+            );
             groups.push(group);
         }
         Ok(Armed {
             names: spec.events.iter().map(|e| e.name().to_string()).collect(),
             groups,
             poller,
-            layout: layout.expect("at least one target"),
+            input: Input {
+                layout: layout.expect("at least one target"),
+                ids,
+                undecoded: 0,
+                rejected: 0,
+                report_windows: false,
+            },
             eval: Evaluator::new(spec.plan, self.rule(), self.scope),
             notifications: Vec::new(),
-            report_windows: false,
-            undecoded: 0,
         })
     }
 }
@@ -399,11 +418,20 @@ pub struct Armed {
     names: Vec<String>,
     groups: Vec<Group>,
     poller: Poller,
-    layout: Layout,
+    input: Input,
     eval: Evaluator,
     notifications: Vec<Notification>,
-    report_windows: bool,
+}
+
+/// How ring records become evaluator input.
+#[derive(Debug)]
+struct Input {
+    layout: Layout,
+    /// Each group's kernel ids, leader first: what a sample's group read must carry.
+    ids: Vec<Vec<u64>>,
     undecoded: u64,
+    rejected: u64,
+    report_windows: bool,
 }
 
 impl Armed {
@@ -435,7 +463,7 @@ impl Armed {
     /// Also hand every closed window to [`poll`](Self::poll)'s callback (this copies
     /// each window's deltas).
     pub fn report_windows(&mut self, yes: bool) {
-        self.report_windows = yes;
+        self.input.report_windows = yes;
         self.eval.keep_last_window(yes);
     }
 
@@ -459,7 +487,16 @@ impl Armed {
 
     /// Records the decoder rejected (never expected: a kernel/decoder disagreement).
     pub fn undecoded(&self) -> u64 {
-        self.undecoded
+        self.input.undecoded
+    }
+
+    /// Samples set aside because their group read did not carry this trigger's group
+    /// (its member count and kernel ids): a record damaged in the ring. The kernel
+    /// writes a ring assuming one writer per CPU, and inherited threads overflowing at
+    /// the same moment on two CPUs share one; a sample set aside only lengthens that
+    /// thread's next window, since counts are cumulative.
+    pub fn rejected(&self) -> u64 {
+        self.input.rejected
     }
 
     /// Waits up to `timeout` (`None`: forever) for samples, drains the ring and
@@ -471,23 +508,14 @@ impl Armed {
     pub fn poll(&mut self, timeout: Option<Duration>, f: impl FnMut(Update<'_>)) -> Result<Polled> {
         let Armed {
             poller,
-            layout,
+            input,
             eval,
             notifications,
-            report_windows,
-            undecoded,
             ..
         } = self;
         let mut f = f;
         let records = poller.poll_and_drain(notifications, timeout, |_, raw| {
-            feed(
-                raw.bytes(),
-                layout,
-                eval,
-                *report_windows,
-                undecoded,
-                &mut f,
-            )
+            input.feed(raw.bytes(), eval, &mut f)
         })?;
         Ok(Polled {
             records,
@@ -503,42 +531,39 @@ impl Armed {
     pub fn drain(&mut self, f: impl FnMut(Update<'_>)) -> u64 {
         let Armed {
             poller,
-            layout,
+            input,
             eval,
-            report_windows,
-            undecoded,
             ..
         } = self;
         let mut f = f;
-        poller.drain_all(|_, raw| {
-            feed(
-                raw.bytes(),
-                layout,
-                eval,
-                *report_windows,
-                undecoded,
-                &mut f,
-            )
-        })
+        poller.drain_all(|_, raw| input.feed(raw.bytes(), eval, &mut f))
     }
 }
 
-fn feed(
-    bytes: &[u8],
-    layout: &Layout,
-    eval: &mut Evaluator,
-    report_windows: bool,
-    undecoded: &mut u64,
-    f: &mut impl FnMut(Update<'_>),
-) {
-    let Ok(record) = Record::parse(bytes, layout) else {
-        *undecoded += 1;
-        return;
-    };
-    if let RecordKind::Sample(s) = record.kind() {
+impl Input {
+    /// Decodes one record and, if it is a sample of one of the groups, evaluates it.
+    fn feed(&mut self, bytes: &[u8], eval: &mut Evaluator, f: &mut impl FnMut(Update<'_>)) {
+        let Ok(record) = Record::parse(bytes, &self.layout) else {
+            self.undecoded += 1;
+            return;
+        };
+        let RecordKind::Sample(s) = record.kind() else {
+            return;
+        };
+        // Inherited copies report their parent's ids, so every sample of a group
+        // carries exactly that group's ids, in order.
+        let ours = s.read().is_some_and(|r| {
+            self.ids.iter().any(|ids| {
+                r.len() == ids.len() && r.iter().zip(ids).all(|(v, id)| v.id == Some(*id))
+            })
+        });
+        if !ours || s.tid().is_none() {
+            self.rejected += 1;
+            return;
+        }
         let before = eval.windows();
         let crossing = eval.feed_sample(s);
-        if report_windows && eval.windows() != before {
+        if self.report_windows && eval.windows() != before {
             if let Some(w) = eval.last_window() {
                 f(Update::Window(w));
             }
