@@ -2,7 +2,7 @@
 //! per-CPU counters, and the tracking counter beside them (see the module docs of
 //! [`super`] for why this order and what it guarantees).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use super::drain::{Slot, TaskQueue};
@@ -32,6 +32,8 @@ enum Start {
     Now,
     /// Leave it: it is enabled already, at exec, or by someone else.
     Later,
+    /// An anchor (a dummy owning the ring of inherited counters): leave it.
+    Anchor,
 }
 
 fn layout_of(b: &Builder) -> Result<Layout> {
@@ -124,7 +126,23 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
         (Target::Pid(p) | Target::Tid(p), None) => Some(*p),
         _ => None,
     };
+    let sigtrap = matches!(cfg.notify, super::Notify::Sigtrap { .. });
+    let builders = if sigtrap {
+        // Only threads inherit a sigtrap counter (a child process has no handler for it).
+        builders
+            .into_iter()
+            .map(|b| {
+                let inherited = b.attr().inherit() != 0;
+                b.inherit_thread(inherited)
+            })
+            .collect()
+    } else {
+        builders
+    };
     let mut s = Sampler {
+        armed: super::notify::Armed::default(),
+        notify: cfg.notify.clone(),
+        sig_events: HashMap::new(),
         poller: Poller::new()?,
         slots: Vec::new(),
         events,
@@ -137,6 +155,13 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
         tracking_size: cfg.tracking_size,
         budget: cfg.budget,
         inherited: Vec::new(),
+        closed_counts: Vec::new(),
+        cpus: if mode == Mode::Inherit || cfg.tracking {
+            crate::counter::online_cpus()?
+        } else {
+            Vec::new()
+        },
+        exact_periods: cfg.exact_periods,
         muted: Vec::new(),
         attached: HashSet::new(),
         threads: Threads::with_capacity(64),
@@ -152,6 +177,7 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
         missed_threads: 0,
         watchee: Watchee::Cpus,
     };
+    s.closed_counts = vec![Default::default(); s.builders.len()];
     match &cfg.target {
         Target::Command(_) => {
             let pid = watchee_pid.unwrap_or_default();
@@ -170,10 +196,11 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
             for &cpu in cpus {
                 s.open_tracking(-1, Some(cpu))?;
                 for i in 0..s.builders.len() {
-                    let b = s.builders[i].clone().target(crate::Target::Cpu(cpu));
+                    let b = s.event_builder(i, crate::Target::Cpu(cpu));
                     let c = s.open_budgeted(&b)?;
+                    s.note_id(Some(i), &c)?;
                     let ring = Ring::map(&c, s.size)?;
-                    s.register(Some(i), None, c, ring, Start::Now)?;
+                    s.register(Some(i), None, c, ring, Start::Now, true)?;
                 }
             }
         }
@@ -199,14 +226,19 @@ impl Sampler {
         counter: Counter,
         ring: Ring,
         start: Start,
+        arm: bool,
     ) -> Result<()> {
         let token = Token(self.slots.len() as u64);
+        if arm {
+            self.armed.arm(&self.notify, &counter, token)?;
+        }
         self.poller.register(token, counter, ring)?;
         self.slots.push(Slot {
             event,
             owner,
             samples: 0,
             closed: false,
+            counts: !matches!(start, Start::Anchor),
         });
         match (start, event, self.budget) {
             (Start::Now, Some(i), Some(n)) => {
@@ -218,8 +250,20 @@ impl Sampler {
                 Some(c) => c.enable(),
                 None => Ok(()),
             },
-            (Start::Later, _, _) => Ok(()),
+            (Start::Later | Start::Anchor, _, _) => Ok(()),
         }
+    }
+
+    /// The builder for one more counter of event `i`: in sigtrap mode, with a
+    /// `sig_data` of its own.
+    fn event_builder(&mut self, i: usize, target: crate::Target) -> Builder {
+        let b = self.builders[i].clone().target(target);
+        if !matches!(self.notify, super::Notify::Sigtrap { .. }) {
+            return b;
+        }
+        let key = super::notify::next_sig_data();
+        self.sig_events.insert(key, i);
+        b.sigtrap(key)
     }
 
     fn open_budgeted(&self, b: &Builder) -> Result<Counter> {
@@ -242,44 +286,76 @@ impl Sampler {
         Ok(())
     }
 
-    /// The tracking counter on `pid` (inherited unless per CPU or `-t`).
+    /// The tracking counter on `pid` (inherited unless per CPU or `-t`). An inherited
+    /// one is opened once per CPU (`pid`, `cpu`), each with its own ring: the kernel's
+    /// ring code assumes one writer per CPU, and inheriting threads on different CPUs
+    /// would otherwise write one ring at once.
     fn open_tracking(&mut self, pid: libc::pid_t, cpu: Option<i32>) -> Result<()> {
         let Some(b) = &self.tracking_builder else {
             return Ok(());
         };
-        let b = b.clone().target(match cpu {
-            Some(c) => crate::Target::Cpu(c),
-            None => crate::Target::Thread(pid),
-        });
-        let counter = b.open()?;
-        self.note_id(None, &counter)?;
-        let size = self.tracking_size;
-        let (counter, ring) = if b.attr().inherit() != 0 {
-            let (anchor, ring) = Ring::map_inherited(&counter, size)?;
-            self.inherited.push(counter);
-            (anchor, ring)
-        } else {
-            let ring = Ring::map(&counter, size)?;
-            (counter, ring)
+        let inherited = b.attr().inherit() != 0 && cpu.is_none();
+        let targets: Vec<crate::Target> = match cpu {
+            Some(c) => vec![crate::Target::Cpu(c)],
+            None if inherited => self
+                .cpus
+                .iter()
+                .map(|&c| crate::Target::ThreadOnCpu(pid, c))
+                .collect(),
+            None => vec![crate::Target::Thread(pid)],
         };
+        let b = b.clone();
+        // Signals for tracking records matter only to follow threads (per-thread mode);
+        // a dummy never overflows, so there is no SIGTRAP to route.
+        let arm = matches!(self.notify, super::Notify::Signal { .. })
+            && self.mode == Mode::PerThread
+            && self.follow;
         let owner = cpu.is_none().then_some(pid as u32);
-        self.register(None, owner, counter, ring, Start::Later)
+        for t in targets {
+            let counter = b.clone().target(t).open()?;
+            self.note_id(None, &counter)?;
+            let ring = Ring::map(&counter, self.tracking_size)?;
+            self.register(None, owner, counter, ring, Start::Later, arm)?;
+        }
+        Ok(())
     }
 
-    /// Inherited counters for every event on root thread `tid`, each into an anchor ring.
+    /// Inherited counters for every event on root thread `tid`: one per CPU with a ring
+    /// each ([`SamplerBuilder::exact_periods`] off, race-free), or one per task writing
+    /// into an anchor ring (on: one period per thread however it migrates).
+    ///
+    /// [`SamplerBuilder::exact_periods`]: super::SamplerBuilder::exact_periods
     pub(super) fn open_root(&mut self, tid: libc::pid_t) -> Result<()> {
         for i in 0..self.builders.len() {
-            let b = self.builders[i].clone().target(crate::Target::Thread(tid));
+            if !self.exact_periods {
+                for c in self.cpus.clone() {
+                    let b = self.event_builder(i, crate::Target::ThreadOnCpu(tid, c));
+                    let counter = b.open()?;
+                    self.note_id(Some(i), &counter)?;
+                    let ring = Ring::map(&counter, self.size)?;
+                    let start = if b.attr().enable_on_exec() == 0 {
+                        Start::Now
+                    } else {
+                        Start::Later
+                    };
+                    self.register(Some(i), None, counter, ring, start, true)?;
+                }
+                continue;
+            }
+            let b = self.event_builder(i, crate::Target::Thread(tid));
             let counter = b.open()?;
             self.note_id(Some(i), &counter)?;
             let (anchor, ring) = Ring::map_inherited(&counter, self.size)?;
+            // Signals come from the counter (its inherited copies too), not the anchor.
+            let token = Token(self.slots.len() as u64);
+            self.armed.arm(&self.notify, &counter, token)?;
             // The anchor is a dummy that only owns the ring: the inherited counter is
             // the one to enable (now, or at the command's exec).
             if b.attr().enable_on_exec() == 0 {
                 counter.enable()?;
             }
-            self.inherited.push(counter);
-            self.register(Some(i), None, anchor, ring, Start::Later)?;
+            self.inherited.push((Some(i), counter));
+            self.register(Some(i), None, anchor, ring, Start::Anchor, false)?;
         }
         self.attached.insert(tid as u32);
         Ok(())
@@ -292,9 +368,8 @@ impl Sampler {
         self.attached.insert(tid as u32);
         self.threads.entry(None, tid as u32);
         for i in 0..self.builders.len() {
-            let b = self.builders[i]
-                .clone()
-                .target(crate::Target::Thread(tid))
+            let b = self
+                .event_builder(i, crate::Target::Thread(tid))
                 .enable_on_exec(main && self.budget.is_none());
             let counter = match self.open_budgeted(&b) {
                 Ok(c) => c,
@@ -313,7 +388,7 @@ impl Sampler {
             } else {
                 Start::Now
             };
-            self.register(Some(i), Some(tid as u32), counter, ring, start)?;
+            self.register(Some(i), Some(tid as u32), counter, ring, start, true)?;
         }
         Ok(())
     }
