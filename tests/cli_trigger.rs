@@ -91,6 +91,7 @@ fn page_fault_rate_crosses_up_in_the_fault_phase_and_down_after_it() {
     assert_eq!(crossings[0]["tid"], crossings[1]["tid"]);
     assert_eq!(summary["crossings"], 2);
     assert_eq!(summary["exit_code"], 0);
+    assert_eq!(summary["active_at_end"], serde_json::json!([]));
 
     // The phase's own rate (pages per second of its CPU time, measured by the
     // program): a threshold well above it is never crossed.
@@ -199,6 +200,10 @@ fn actions_run_on_each_crossing() {
         "the program was ended before it printed: {lines:?}"
     );
     assert_eq!(summary["crossings"], 1);
+    assert_eq!(
+        summary["active_at_end"],
+        serde_json::json!([crossings[0]["tid"]])
+    );
 }
 
 #[test]

@@ -279,7 +279,9 @@ Threshold crossings (instead of overflows; -e, -c, -F, --budget and -C do not ap
                        \"value\",\"threshold\",\"tid\",\"time_ns\",\"pid\",\"seq\",
                        \"window_seq\",\"window_start_ns\",\"deltas\":{EVENT:N}}, then
                        {\"type\":\"summary\",\"crossings\",\"windows\",\"lost\",
-                       \"throttled\",\"duration_s\",\"exit_code\"}
+                       \"throttled\",\"duration_s\",\"exit_code\",
+                       \"active_at_end\":[TID...]} (threads for which the
+                       condition still held when the watch ended)
       --window D|N     A window of CPU time (D: 10ms by default; 500us, 1s), or
                        of N events of a ratio's denominator, which then leads the
                        group (exact windows for breakpoints)

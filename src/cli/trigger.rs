@@ -98,6 +98,8 @@ struct Summary {
     throttled: u64,
     undecoded: u64,
     rejected: u64,
+    /// Threads (or processes) for which the condition still held at the end.
+    active: Vec<u32>,
     duration_s: f64,
     exit_code: Option<i32>,
     exec_runs: Option<u64>,
@@ -372,6 +374,7 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
         throttled: a.throttled,
         undecoded: armed.undecoded(),
         rejected: armed.rejected(),
+        active: armed.evaluator().active(),
         duration_s: started.elapsed().as_secs_f64(),
         exit_code,
         signal_failures: rep.signal_failures,
@@ -403,6 +406,13 @@ fn summary_text(s: &Summary) -> String {
     );
     if let Some(code) = s.exit_code {
         out += &format!("; exit status {code}");
+    }
+    if !s.active.is_empty() {
+        let ids: Vec<String> = s.active.iter().map(u32::to_string).collect();
+        out += &format!(
+            "\nthe condition still held at the end for: {}",
+            ids.join(", ")
+        );
     }
     if let Some(runs) = s.exec_runs {
         out += &format!(
@@ -443,6 +453,10 @@ fn summary_json(s: &Summary) -> Json {
         ("throttled", Json::Uint(s.throttled)),
         ("duration_s", Json::Float(s.duration_s)),
         ("exit_code", Json::opt(s.exit_code, |c| Json::Int(c.into()))),
+        (
+            "active_at_end",
+            Json::Array(s.active.iter().map(|&t| Json::Uint(t.into())).collect()),
+        ),
     ];
     if let Some(runs) = s.exec_runs {
         fields.push(("exec_runs", Json::Uint(runs)));

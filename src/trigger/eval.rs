@@ -232,6 +232,20 @@ impl Evaluator {
         self.last_window.as_ref()
     }
 
+    /// The threads (or processes, with [`Scope::Process`]) for which the condition
+    /// holds now — crossed up (`>`) or down (`<`) and not back — in increasing order:
+    /// at the end of a run, those that ended while it held.
+    pub fn active(&self) -> Vec<u32> {
+        let mut v: Vec<u32> = self
+            .judges
+            .iter()
+            .filter(|(_, j)| j.active)
+            .map(|(k, _)| *k)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
     /// Forgets a thread (e.g. on its `EXIT` record): its next sample starts afresh.
     pub fn forget(&mut self, tid: u32) {
         self.keys.remove(&tid);
@@ -519,6 +533,7 @@ mod tests {
         // Up at 20 faults (2000/s); 6 and 9 (600/s, 900/s) are inside the band [500, 1000].
         let got = run(&mut ev, 1, &[20, 6, 9, 6, 4, 20]);
         assert_eq!(got, [(1, Edge::Up), (5, Edge::Down), (6, Edge::Up)]);
+        assert_eq!(ev.active(), [1]);
         // Without hysteresis every dip is a crossing.
         let mut ev = Evaluator::new(rate_plan(), rule(Cmp::Above, 1000.0), Scope::Thread);
         assert_eq!(
