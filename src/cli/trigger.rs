@@ -400,9 +400,14 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
 }
 
 fn summary_text(s: &Summary) -> String {
+    let plural = |n: u64, word: &str| format!("{n} {word}{}", if n == 1 { "" } else { "s" });
     let mut out = format!(
-        "\n{} crossings in {} windows, {} lost, {} throttled in {:.6} s",
-        s.crossings, s.windows, s.lost, s.throttled, s.duration_s
+        "\n{} in {}, {} lost, {} throttled in {:.6} s",
+        plural(s.crossings, "crossing"),
+        plural(s.windows, "window"),
+        s.lost,
+        s.throttled,
+        s.duration_s
     );
     if let Some(code) = s.exit_code {
         out += &format!("; exit status {code}");
