@@ -246,11 +246,23 @@ impl Evaluator {
         v
     }
 
-    /// Forgets a thread (e.g. on its `EXIT` record): its next sample starts afresh.
+    /// Forgets a thread that has exited (its `EXIT` record): its counts are dropped,
+    /// and so is its state unless the condition held when it ended (then
+    /// [`active`](Self::active) still names it). With [`Scope::Process`], its latest
+    /// window stops counting for its process.
     pub fn forget(&mut self, tid: u32) {
         self.keys.remove(&tid);
-        if self.scope == Scope::Thread {
-            self.judges.remove(&tid);
+        match self.scope {
+            Scope::Thread => {
+                if self.judges.get(&tid).is_some_and(|j| !j.active) {
+                    self.judges.remove(&tid);
+                }
+            }
+            Scope::Process => {
+                for j in self.judges.values_mut() {
+                    j.latest.retain(|l| l.tid != tid);
+                }
+            }
         }
     }
 
@@ -668,5 +680,19 @@ mod tests {
         ev.keep_last_window(true);
         ev.feed(1, 1, 30 * MS, &[15 * MS, 100]);
         assert_eq!(ev.last_window().unwrap().deltas, [10 * MS, 100]);
+    }
+
+    #[test]
+    fn exited_threads_are_forgotten_unless_they_ended_above() {
+        let mut ev = Evaluator::new(rate_plan(), rule(Cmp::Above, 1000.0), Scope::Thread);
+        run(&mut ev, 1, &[0, 50]); // thread 1 ends above
+        run(&mut ev, 2, &[50, 0]); // thread 2 went up and came back down
+        assert_eq!(ev.active(), [1]);
+        ev.forget(1);
+        ev.forget(2);
+        assert_eq!(ev.active(), [1], "still named: it ended while above");
+        assert_eq!((ev.keys.len(), ev.judges.len()), (0, 1));
+        // A new thread reusing id 2 starts afresh (counts from zero).
+        assert_eq!(run(&mut ev, 2, &[50]), [(1, Edge::Up)]);
     }
 }

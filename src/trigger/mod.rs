@@ -280,7 +280,8 @@ impl Trigger {
     }
 
     /// The builders of the group, leader first: the leader overflows every window and
-    /// samples `READ | TID | TIME`, a wake-up per sample; members do not sample.
+    /// samples `READ | TID | TIME`, a wake-up per sample, and reports `FORK`/`EXIT`
+    /// (`task`); members do not sample.
     /// All are on `CLOCK_MONOTONIC` (samples are stamped with it). [`Group::new`] adds `PERF_FORMAT_GROUP | ID` and
     /// the times to the read format.
     ///
@@ -296,9 +297,13 @@ impl Trigger {
                 // The kernel refuses a group whose members are on different clocks.
                 let b = Counter::builder_for(ev.clone()).clockid(libc::CLOCK_MONOTONIC);
                 if i == 0 {
-                    b.period(spec.period)
+                    let mut b = b
+                        .period(spec.period)
                         .sample(SampleType::READ | SampleType::TID | SampleType::TIME)
-                        .wakeup_events(1)
+                        .wakeup_events(1);
+                    // FORK/EXIT records, so that exited threads are forgotten.
+                    b.attr_mut().set_task(1);
+                    b
                 } else {
                     b
                 }
@@ -547,8 +552,10 @@ impl Input {
             self.undecoded += 1;
             return;
         };
-        let RecordKind::Sample(s) = record.kind() else {
-            return;
+        let s = match record.kind() {
+            RecordKind::Sample(s) => s,
+            RecordKind::Exit(t) => return eval.forget(t.tid),
+            _ => return,
         };
         // Inherited copies report their parent's ids, so every sample of a group
         // carries exactly that group's ids, in order.
