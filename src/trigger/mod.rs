@@ -325,7 +325,8 @@ impl Trigger {
     /// # Errors
     /// Whatever opening a member says, with cause and fix (e.g.
     /// [`ErrorKind::NoPmu`] for `cache-misses` without a hardware PMU;
-    /// [`ErrorKind::InvalidArgument`] for `inherit` on a kernel older than 6.12);
+    /// [`ErrorKind::Unsupported`] for `inherit` on a kernel older than 6.12, found by
+    /// opening the leader again without it);
     /// ring and poll errors as [`Ring::map_inherited`] and [`Poller::register`].
     pub fn open(&self, target: Target, options: OpenOptions) -> Result<Armed> {
         self.open_all(&[target], options)
@@ -359,7 +360,7 @@ impl Trigger {
                 .target(target)
                 .inherit(options.inherit)
                 .enable_on_exec(options.enable_on_exec);
-            let mut group = Group::new(leader)?;
+            let mut group = Group::new(leader).map_err(|e| self.diagnose(e, target, options))?;
             for member in builders {
                 group.add(member.inherit(options.inherit))?;
             }
@@ -395,6 +396,36 @@ impl Trigger {
             eval: Evaluator::new(spec.plan, self.rule(), self.scope),
             notifications: Vec::new(),
         })
+    }
+}
+
+impl Trigger {
+    /// An `EINVAL` opening an inherited leader: if the same leader opens without
+    /// `inherit`, the kernel is one that refuses `inherit` with `PERF_SAMPLE_READ`
+    /// (before Linux 6.12), and the error says so.
+    fn diagnose(&self, e: Error, target: Target, options: OpenOptions) -> Error {
+        if e.kind() != ErrorKind::InvalidArgument || !options.inherit {
+            return e;
+        }
+        let Ok(builders) = self.builders() else {
+            return e;
+        };
+        let plain = builders[0].clone().target(target).inherit(false).open();
+        if plain.is_err() {
+            return e;
+        }
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        Error::new(
+            ErrorKind::Unsupported,
+            e.operation().to_string(),
+            format!(
+                "this kernel ({}) refuses `inherit` with PERF_SAMPLE_READ, which per-thread \
+                 windows over a command's or process's threads need (Linux 6.12 and later \
+                 accept it with PERF_SAMPLE_TID)",
+                release.trim()
+            ),
+        )
+        .with_fix("watch one thread without inheritance (perfring watch --when ... -t TID), or upgrade the kernel")
     }
 }
 
