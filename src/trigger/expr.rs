@@ -654,4 +654,30 @@ mod tests {
             assert_eq!(e.kind(), ErrorKind::BadEvent, "{text:?}: {e}");
         }
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+
+        /// Any text: never a panic; a parsed expression keeps its text and its events'
+        /// spans inside it; an error shows the text it is about.
+        #[test]
+        fn any_text_parses_or_errs_cleanly(
+            text in "[ a-z0-9:/*<>{}.e_-]{0,40}|(page-faults|cs|task-clock|[0-9.]{1,4}|[ /*<>{}]|/s|/ms){1,8}"
+        ) {
+            match Expr::parse_with(&text, &mut |s: &str| Event::parse_in(s, &crate::event::Sysfs::new("/nonexistent"))) {
+                Ok(e) => {
+                    proptest::prop_assert_eq!(e.text(), text.as_str());
+                    for op in [Some(e.numerator()), e.denominator()].into_iter().flatten() {
+                        proptest::prop_assert!(op.span.end <= text.len() && op.span.start < op.span.end);
+                    }
+                    proptest::prop_assert!(e.threshold().is_finite() && e.factor().is_finite());
+                }
+                Err(err) => {
+                    let shown = format!("    {}", text.replace(|c: char| c.is_control(), "?"));
+                    let msg = err.to_string();
+                    proptest::prop_assert!(msg.contains(&shown), "{}", msg);
+                }
+            }
+        }
+    }
 }
