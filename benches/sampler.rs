@@ -53,11 +53,18 @@ struct Run {
     throttled: u64,
     secs: f64,
     cpu: f64,
+    /// CPU time the target's threads ran (what cpu-clock samples).
+    target_cpu: f64,
 }
 
 impl Run {
     fn rate(&self) -> f64 {
         self.samples as f64 / self.secs
+    }
+
+    /// Samples per second of the target's CPU time: the frequency actually achieved.
+    fn per_target_cpu(&self) -> f64 {
+        self.samples as f64 / self.target_cpu
     }
 }
 
@@ -156,7 +163,7 @@ fn sampler_run(prog: &std::path::Path, secs: f64, out: &std::path::Path) -> Run 
     let secs = t0.elapsed().as_secs_f64();
     file.flush().unwrap();
     let cpu = thread_cpu() - cpu0;
-    child.wait().unwrap();
+    let target_cpu = reap(&mut child);
     let st = sampler.stats();
     Run {
         samples,
@@ -164,7 +171,17 @@ fn sampler_run(prog: &std::path::Path, secs: f64, out: &std::path::Path) -> Run 
         throttled: st.throttled,
         secs,
         cpu,
+        target_cpu,
     }
+}
+
+/// Waits for `child` and returns the CPU time it used (`wait4`).
+fn reap(child: &mut Child) -> f64 {
+    let mut ru = zeroed_rusage();
+    let mut status = 0;
+    // SAFETY: wait4 on our child with valid out-pointers.
+    unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
+    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 fn perf_run(prog: &std::path::Path, secs: f64, out: &std::path::Path) -> Option<Run> {
@@ -193,13 +210,22 @@ fn perf_run(prog: &std::path::Path, secs: f64, out: &std::path::Path) -> Option<
     };
     // perf attaches asynchronously: wait until it has opened its counters (its
     // perf_event fds show up), so the threads start under it as under the sampler.
+    // perf enables its counters after opening and mapping them all: wait until the
+    // count of its perf_event fds has been stable for 200 ms.
     let deadline = Instant::now() + Duration::from_secs(10);
-    while perf_fds(perf.id()) < 2 && Instant::now() < deadline {
+    let (mut last, mut since) = (0, Instant::now());
+    while Instant::now() < deadline {
+        let n = perf_fds(perf.id());
+        if n != last {
+            (last, since) = (n, Instant::now());
+        } else if n > 0 && since.elapsed() > Duration::from_millis(200) {
+            break;
+        }
         std::thread::sleep(Duration::from_millis(5));
     }
     let t0 = Instant::now();
     go(&mut child);
-    child.wait().unwrap();
+    let target_cpu = reap(&mut child);
     // perf record -p ends when its target exits; nudge it if it does not.
     let pid = perf.id() as i32;
     let mut status = 0;
@@ -237,6 +263,7 @@ fn perf_run(prog: &std::path::Path, secs: f64, out: &std::path::Path) -> Option<
         throttled: count("THROTTLE events"),
         secs,
         cpu: tv(ru.ru_utime) + tv(ru.ru_stime),
+        target_cpu,
     })
 }
 
@@ -255,8 +282,9 @@ fn perf_fds(pid: u32) -> usize {
 
 fn line(name: &str, r: &Run) {
     println!(
-        "{name:8} {:>8.0} samples/s {:>6} lost {:>6} throttled {:>7.3} s CPU ({:>5.1}% of the run, {:.3} ms per 1000 samples)",
+        "{name:8} {:>8.0} samples/s ({:>6.0} per target CPU-s) {:>6} lost {:>6} throttled {:>7.3} s CPU ({:>5.1}% of the run, {:.3} ms per 1000 samples)",
         r.rate(),
+        r.per_target_cpu(),
         r.lost,
         r.throttled,
         r.cpu,
@@ -302,12 +330,14 @@ fn main() {
             sum.throttled += r.throttled;
             sum.secs += r.secs;
             sum.cpu += r.cpu;
+            sum.target_cpu += r.target_cpu;
         }
         let _ = round;
     }
     println!(
-        "sampler/perf over {rounds} rounds: samples/s {:.3}x, CPU {:.3}x, CPU per sample {:.3}x; lost {} vs {}",
+        "sampler/perf over {rounds} rounds: samples/s {:.3}x, per target CPU-s {:.3}x, CPU {:.3}x, CPU per sample {:.3}x; lost {} vs {}",
         ours.rate() / theirs.rate(),
+        ours.per_target_cpu() / theirs.per_target_cpu(),
         ours.cpu / theirs.cpu,
         (ours.cpu / ours.samples.max(1) as f64) / (theirs.cpu / theirs.samples.max(1) as f64),
         ours.lost,

@@ -240,3 +240,32 @@ fn sigtrap_in_the_sampled_thread_of_this_process() {
     assert_eq!(sampler.notifications(), CALLS / PERIOD);
     assert_eq!(sampler.thread(tid).unwrap().stats.samples, CALLS / PERIOD);
 }
+
+#[test]
+fn a_group_of_two_breakpoints_each_member_identified() {
+    let (tid, go, worker) = util::gated_thread(|| util::call_target(CALLS));
+    let member = |period| {
+        Counter::builder_for(util::target_breakpoint())
+            .period(period)
+            .sample(SampleType::IP)
+    };
+    let mut sampler = Sampler::builder(Target::Tid(tid as i32))
+        .group([member(PERIOD), member(10 * PERIOD)])
+        .start()
+        .unwrap();
+    go.send(()).unwrap();
+    worker.join().unwrap();
+    let mut per_event = [0u64; 2];
+    sampler
+        .drain(|d| {
+            if let (Some(i), RecordKind::Sample(_)) = (d.event, d.record.kind()) {
+                assert_eq!(d.tid, Some(tid));
+                per_event[i] += 1;
+            }
+        })
+        .unwrap();
+    // Each member's overflows arrive as its own event.
+    assert_eq!(per_event, [CALLS / PERIOD, CALLS / (10 * PERIOD)]);
+    assert_eq!(sampler.read(0).unwrap().value, CALLS);
+    assert_eq!(sampler.read(1).unwrap().value, CALLS);
+}

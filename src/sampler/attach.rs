@@ -3,6 +3,7 @@
 //! [`super`] for why this order and what it guarantees).
 
 use std::collections::{HashMap, HashSet};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use super::drain::{Slot, TaskQueue};
@@ -24,6 +25,13 @@ const STARTED_WAIT: Duration = Duration::from_secs(2);
 /// Rounds of re-reading `/proc/PID/task` before giving up on a process that keeps
 /// creating threads faster than they can be attached.
 const MAX_ROUNDS: usize = 64;
+
+/// Where a counter opened for one target is kept (for its group's members).
+#[derive(Debug, Clone, Copy)]
+enum Opened {
+    Slot(usize),
+    Inherited(usize),
+}
 
 /// When a registered counter starts counting.
 #[derive(Debug, Clone, Copy)]
@@ -162,6 +170,8 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
             Vec::new()
         },
         exact_periods: cfg.exact_periods,
+        leader_of: cfg.leader_of.clone(),
+        cpu_rings: HashMap::new(),
         muted: Vec::new(),
         attached: HashSet::new(),
         threads: Threads::with_capacity(64),
@@ -195,12 +205,15 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
         Target::Cpus(cpus) => {
             for &cpu in cpus {
                 s.open_tracking(-1, Some(cpu))?;
+                let mut opened = vec![None; s.builders.len()];
                 for i in 0..s.builders.len() {
                     let b = s.event_builder(i, crate::Target::Cpu(cpu));
+                    let b = s.join_group(i, b, &opened);
                     let c = s.open_budgeted(&b)?;
                     s.note_id(Some(i), &c)?;
                     let ring = Ring::map(&c, s.size)?;
                     s.register(Some(i), None, c, ring, Start::Now, true)?;
+                    opened[i] = Some(s.last_counter(false));
                 }
             }
         }
@@ -266,6 +279,35 @@ impl Sampler {
         b.sigtrap(key)
     }
 
+    /// Where the counter just opened for event `i` on the current target lives, for
+    /// its group's members to join.
+    fn last_counter(&self, in_inherited: bool) -> Opened {
+        if in_inherited {
+            Opened::Inherited(self.inherited.len() - 1)
+        } else {
+            Opened::Slot(self.slots.len() - 1)
+        }
+    }
+
+    /// `b` joined to its group leader's counter on the same target, if event `i` is a
+    /// member ([`SamplerBuilder::group`]).
+    ///
+    /// [`SamplerBuilder::group`]: super::SamplerBuilder::group
+    fn join_group(&self, i: usize, b: Builder, opened: &[Option<Opened>]) -> Builder {
+        let Some(leader) = self.leader_of.get(i).copied().flatten() else {
+            return b;
+        };
+        let counter = match opened.get(leader).copied().flatten() {
+            Some(Opened::Slot(slot)) => self.poller.counter(Token(slot as u64)),
+            Some(Opened::Inherited(k)) => self.inherited.get(k).map(|(_, c)| c),
+            None => None,
+        };
+        match counter {
+            Some(c) => b.group(c),
+            None => b,
+        }
+    }
+
     fn open_budgeted(&self, b: &Builder) -> Result<Counter> {
         match self.budget {
             Some(n) => Budget::new(b.clone(), n).open(),
@@ -314,10 +356,44 @@ impl Sampler {
         for t in targets {
             let counter = b.clone().target(t).open()?;
             self.note_id(None, &counter)?;
+            if let crate::Target::ThreadOnCpu(_, c) = t {
+                if self.share_cpu_ring(None, c, &counter)? {
+                    self.inherited.push((None, counter));
+                    continue;
+                }
+            }
             let ring = Ring::map(&counter, self.tracking_size)?;
             self.register(None, owner, counter, ring, Start::Later, arm)?;
+            if let crate::Target::ThreadOnCpu(_, c) = t {
+                self.cpu_rings.insert((None, c), self.slots.len() - 1);
+            }
         }
         Ok(())
+    }
+
+    /// Points a per-CPU inherited `counter` of `event` (`None`: tracking) on CPU `cpu`
+    /// at the ring that CPU already has for it, if any (`true`): every root's counters
+    /// on one CPU share it, as `perf record` does, so there is still one writer per CPU
+    /// and rings grow with CPUs, not with roots. Keep the counter in `inherited`.
+    fn share_cpu_ring(
+        &mut self,
+        event: Option<usize>,
+        cpu: i32,
+        counter: &Counter,
+    ) -> Result<bool> {
+        let Some(&slot) = self.cpu_rings.get(&(event, cpu)) else {
+            return Ok(false);
+        };
+        let owner = self
+            .poller
+            .counter(Token(slot as u64))
+            .or_else(|| self.muted.iter().find(|m| m.0 == slot).map(|m| &m.1));
+        let Some(owner) = owner else {
+            return Ok(false);
+        };
+        counter.set_output(owner.as_fd())?;
+        self.armed.arm(&self.notify, counter, Token(slot as u64))?;
+        Ok(true)
     }
 
     /// Inherited counters for every event on root thread `tid`: one per CPU with a ring
@@ -326,23 +402,36 @@ impl Sampler {
     ///
     /// [`SamplerBuilder::exact_periods`]: super::SamplerBuilder::exact_periods
     pub(super) fn open_root(&mut self, tid: libc::pid_t) -> Result<()> {
+        self.threads.entry(None, tid as u32);
+        let cpus = self.cpus.clone();
+        // Per CPU (or once, for exact periods): which counter each event got there.
+        let mut opened = vec![vec![None; self.builders.len()]; cpus.len().max(1)];
         for i in 0..self.builders.len() {
             if !self.exact_periods {
-                for c in self.cpus.clone() {
+                for (k, &c) in cpus.iter().enumerate() {
                     let b = self.event_builder(i, crate::Target::ThreadOnCpu(tid, c));
+                    let b = self.join_group(i, b, &opened[k]);
                     let counter = b.open()?;
                     self.note_id(Some(i), &counter)?;
+                    let on_exec = b.attr().enable_on_exec() != 0;
+                    if self.share_cpu_ring(Some(i), c, &counter)? {
+                        if !on_exec {
+                            counter.enable()?;
+                        }
+                        self.inherited.push((Some(i), counter));
+                        opened[k][i] = Some(self.last_counter(true));
+                        continue;
+                    }
                     let ring = Ring::map(&counter, self.size)?;
-                    let start = if b.attr().enable_on_exec() == 0 {
-                        Start::Now
-                    } else {
-                        Start::Later
-                    };
+                    let start = if on_exec { Start::Later } else { Start::Now };
                     self.register(Some(i), None, counter, ring, start, true)?;
+                    self.cpu_rings.insert((Some(i), c), self.slots.len() - 1);
+                    opened[k][i] = Some(self.last_counter(false));
                 }
                 continue;
             }
             let b = self.event_builder(i, crate::Target::Thread(tid));
+            let b = self.join_group(i, b, &opened[0]);
             let counter = b.open()?;
             self.note_id(Some(i), &counter)?;
             let (anchor, ring) = Ring::map_inherited(&counter, self.size)?;
@@ -355,6 +444,7 @@ impl Sampler {
                 counter.enable()?;
             }
             self.inherited.push((Some(i), counter));
+            opened[0][i] = Some(self.last_counter(true));
             self.register(Some(i), None, anchor, ring, Start::Anchor, false)?;
         }
         self.attached.insert(tid as u32);
@@ -367,10 +457,12 @@ impl Sampler {
     pub(super) fn open_thread(&mut self, tid: libc::pid_t, main: bool) -> Result<()> {
         self.attached.insert(tid as u32);
         self.threads.entry(None, tid as u32);
+        let mut opened = vec![None; self.builders.len()];
         for i in 0..self.builders.len() {
             let b = self
                 .event_builder(i, crate::Target::Thread(tid))
                 .enable_on_exec(main && self.budget.is_none());
+            let b = self.join_group(i, b, &opened);
             let counter = match self.open_budgeted(&b) {
                 Ok(c) => c,
                 Err(e)
@@ -389,6 +481,7 @@ impl Sampler {
                 Start::Now
             };
             self.register(Some(i), Some(tid as u32), counter, ring, start, true)?;
+            opened[i] = Some(self.last_counter(false));
         }
         Ok(())
     }

@@ -40,9 +40,10 @@
 //!   always exact.)
 //!
 //!   Rings: the kernel writes a ring with CPU-local atomics, assuming one writer per
-//!   CPU, so inherited counters are opened once per CPU (`pid`, `cpu`), each with its
-//!   ring, as `perf record` does — the tracking counter always, the events by default.
-//!   A thread's period then restarts on each CPU it runs on. With
+//!   CPU, so inherited counters are opened once per CPU (`pid`, `cpu`), and every
+//!   root's counters on one CPU write to that CPU's ring (`SET_OUTPUT`), as `perf
+//!   record` does — the tracking counter always, the events by default. Rings grow
+//!   with CPUs, not threads. A thread's period then restarts on each CPU it runs on. With
 //!   [`SamplerBuilder::exact_periods`] each event is one counter per root writing,
 //!   with every inheriting thread, into an anchor ring ([`Ring::map_inherited`]): one
 //!   period per thread however it migrates (exact `N/P`), but overflows that coincide
@@ -184,6 +185,8 @@ pub struct SamplerBuilder {
     tracking: bool,
     notify: Notify,
     exact_periods: bool,
+    /// For each event, the index of its group leader if it is a group member.
+    leader_of: Vec<Option<usize>>,
 }
 
 impl SamplerBuilder {
@@ -193,6 +196,20 @@ impl SamplerBuilder {
     /// `sample_type` and `sample_id_all` is set, so every record names its thread.
     pub fn event(mut self, event: Builder) -> Self {
         self.events.push(event);
+        self.leader_of.push(None);
+        self
+    }
+
+    /// Adds events that are scheduled together as one group on every target: the
+    /// first leads, the others join it (`group_fd`) wherever the sampler opens
+    /// counters. Each keeps its own index (in order, after the events added before)
+    /// and its own ring, so [`Delivery::event`] says which member overflowed.
+    pub fn group(mut self, events: impl IntoIterator<Item = Builder>) -> Self {
+        let leader = self.events.len();
+        for (k, event) in events.into_iter().enumerate() {
+            self.events.push(event);
+            self.leader_of.push((k > 0).then_some(leader));
+        }
         self
     }
 
@@ -297,6 +314,10 @@ pub struct Sampler {
     /// Online CPUs, for per-CPU inherited counters.
     cpus: Vec<i32>,
     exact_periods: bool,
+    leader_of: Vec<Option<usize>>,
+    /// `(event or tracking, CPU)` → the slot whose ring that CPU's inherited counters
+    /// of every root write to.
+    cpu_rings: HashMap<(Option<usize>, i32), usize>,
     /// Rings no longer polled (their task exited and epoll would report `EPOLLHUP` on
     /// every wait) but still drained: inherited copies may still write to them.
     muted: Vec<(usize, Counter, Ring)>,
@@ -329,6 +350,7 @@ impl Sampler {
             tracking: true,
             notify: Notify::Poll,
             exact_periods: false,
+            leader_of: Vec::new(),
         }
     }
 
@@ -422,14 +444,11 @@ impl Sampler {
     /// an inherited root's ring is taken off epoll but kept and drained, since the
     /// threads that inherited it may still write to it.
     fn on_hups(&mut self, f: &mut dyn FnMut(Delivery<'_>)) {
-        let hung: Vec<Token> = self
-            .ready
-            .iter()
-            .filter(|n| n.kind == NotifyKind::Hup)
-            .map(|n| n.token)
-            .collect();
-        for token in hung {
-            let slot = token.0 as usize;
+        for i in 0..self.ready.len() {
+            if self.ready[i].kind != NotifyKind::Hup {
+                continue;
+            }
+            let slot = self.ready[i].token.0 as usize;
             if self.slots.get(slot).map_or(true, |s| s.closed) {
                 continue;
             }
@@ -576,6 +595,12 @@ impl Sampler {
     /// tracking counters), closed ones included.
     pub fn counters(&self) -> usize {
         self.slots.len() + self.inherited.len()
+    }
+
+    /// Number of rings mapped (closed ones included): per event and CPU for inherited
+    /// counters, per event and thread in per-thread mode, plus the tracking rings.
+    pub fn rings(&self) -> usize {
+        self.slots.len()
     }
 
     /// Threads reported by `FORK` that exited before their counters could be opened
