@@ -17,6 +17,7 @@ pub mod ring;
 pub mod sampler;
 pub mod symbols;
 pub mod sys;
+pub mod trigger;
 
 pub use counter::{Builder, Count, Counter, Group, GroupCounts, ReadFormat, SampleType, Target};
 pub use error::{Error, ErrorKind, Result};

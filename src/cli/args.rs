@@ -58,6 +58,24 @@ pub struct WatchArgs {
     pub cpu: Option<i32>,
     /// The command and its arguments.
     pub command: Vec<OsString>,
+    /// `--when EXPR` and its companions: report threshold crossings instead of
+    /// overflows (see [`WhenArgs`]).
+    pub when: Option<WhenArgs>,
+}
+
+/// `perfring watch --when`'s flags.
+#[derive(Debug, Default, Clone)]
+pub struct WhenArgs {
+    /// `--when EXPR`: the condition, e.g. `page-faults > 1000/s`.
+    pub expr: String,
+    /// `--for DURATION`: how long it must hold (or have ended) before a crossing counts.
+    pub min_duration: Option<std::time::Duration>,
+    /// `--window DURATION|N`: the window, of CPU time or of a ratio's denominator.
+    pub window: Option<perfring::trigger::Span>,
+    /// `--hysteresis PCT`: the band, in percent of the threshold.
+    pub hysteresis: Option<f64>,
+    /// `--per-process`: judge all threads of a process together.
+    pub per_process: bool,
 }
 
 /// `perfring stat`'s flags.
@@ -367,6 +385,10 @@ fn parse_stat(p: &mut Parser) -> Result<Command, Failure> {
 
 fn parse_watch(p: &mut Parser) -> Result<Command, Failure> {
     let mut w = WatchArgs::default();
+    // The --when family, gathered apart and checked together below.
+    let mut when: Option<String> = None;
+    let mut when_flag: Option<&'static str> = None;
+    let mut wa = WhenArgs::default();
     while let Some(flag) = next(p)? {
         let long = match &flag {
             Flag::Long(l) => l.as_str(),
@@ -391,6 +413,37 @@ fn parse_watch(p: &mut Parser) -> Result<Command, Failure> {
             (_, "stop-at") => w.stop_at = Some(positive(p, "--stop-at")?),
             (_, "stop-after") => w.stop_after = Some(positive(p, "--stop-after")?),
             (_, "json") => w.json = true,
+            (_, "when") => when = Some(string(p, "--when")?),
+            (_, "for") => {
+                wa.min_duration = Some(duration(p, "--for")?);
+                when_flag = Some("--for");
+            }
+            (_, "window") => {
+                let s = string(p, "--window")?;
+                wa.window = Some(match s.parse::<u64>() {
+                    Ok(0) => return Err(usage("--window 0: expected at least 1")),
+                    Ok(n) => perfring::trigger::Span::Events(n),
+                    Err(_) => perfring::trigger::Span::Time(parse_duration(&s, "--window")?),
+                });
+                when_flag = Some("--window");
+            }
+            (_, "hysteresis") => {
+                let s = string(p, "--hysteresis")?;
+                let pct = s.trim_end_matches('%').parse::<f64>().ok();
+                match pct {
+                    Some(v) if (0.0..100.0).contains(&v) => wa.hysteresis = Some(v / 100.0),
+                    _ => {
+                        return Err(usage(format!(
+                            "--hysteresis {s:?}: expected a percentage of the threshold in [0, 100), e.g. 10"
+                        )))
+                    }
+                }
+                when_flag = Some("--hysteresis");
+            }
+            (_, "per-process") => {
+                wa.per_process = true;
+                when_flag = Some("--per-process");
+            }
             (Flag::Short('p'), _) | (_, "pid") => w.pid = Some(number(p, "-p")?),
             (Flag::Short('t'), _) | (_, "tid") => w.tid = Some(number(p, "-t")?),
             (Flag::Short('C'), _) | (_, "cpu") => w.cpu = Some(number(p, "-C")?),
@@ -434,7 +487,65 @@ fn parse_watch(p: &mut Parser) -> Result<Command, Failure> {
             )));
         }
     }
+    match when {
+        Some(expr) => {
+            let conflict = [
+                (!w.events.is_empty(), "-e"),
+                (w.period.is_some(), "-c"),
+                (w.frequency.is_some(), "-F"),
+                (w.budget.is_some(), "--budget"),
+                (w.cpu.is_some(), "-C"),
+            ];
+            if let Some((_, flag)) = conflict.iter().find(|(set, _)| *set) {
+                return Err(usage(format!(
+                    "watch: --when takes its events from the expression and its period from --window; {flag} does not go with it"
+                )));
+            }
+            if wa.per_process && w.tid.is_some() {
+                return Err(usage(
+                    "watch: --per-process needs a process (a command or -p PID), not -t TID",
+                ));
+            }
+            wa.expr = expr;
+            w.when = Some(wa);
+        }
+        None => {
+            if let Some(flag) = when_flag {
+                return Err(usage(format!(
+                    "watch: {flag} goes with --when EXPR (e.g. --when 'page-faults > 1000/s')"
+                )));
+            }
+        }
+    }
     Ok(Command::Watch(w))
+}
+
+/// A duration such as `500ms`, `2s`, `1.5s`, `100us`, `20ns`.
+fn parse_duration(s: &str, flag: &str) -> Result<std::time::Duration, Failure> {
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let scale = match unit {
+        "s" => 1.0,
+        "ms" => 1e-3,
+        "us" | "µs" => 1e-6,
+        "ns" => 1e-9,
+        _ => f64::NAN,
+    };
+    match num.parse::<f64>() {
+        Ok(v) if scale.is_finite() && v > 0.0 && (v * scale).is_finite() => {
+            Ok(std::time::Duration::from_secs_f64(v * scale))
+        }
+        _ => Err(usage(format!(
+            "{flag} {s:?}: expected a positive duration with a unit, e.g. 500ms, 2s, 100us"
+        ))),
+    }
+}
+
+fn duration(p: &mut Parser, flag: &str) -> Result<std::time::Duration, Failure> {
+    let s = string(p, flag)?;
+    parse_duration(&s, flag)
 }
 
 /// A number that must be at least 1.
@@ -587,6 +698,38 @@ mod tests {
         assert!(err("stat -p 1 -- true").contains("not both"));
         assert!(err("stat --duration 1 -- true").contains("-p PID"));
         assert!(err("stat -p 1 --duration -3").contains("--duration"));
+        assert!(err("watch --when cs>1/s -e cs -- true").contains("-e does not go with it"));
+        assert!(err("watch --when cs>1/s -C 0").contains("-C does not go with it"));
+        assert!(err("watch --window 5ms -- true").contains("--window goes with --when"));
+        assert!(err("watch --when cs>1/s --for 3 -- true").contains("--for \"3\""));
+        assert!(err("watch --when cs>1/s --hysteresis 120 -- true").contains("[0, 100)"));
+        assert!(err("watch --when cs>1/s --per-process -t 1").contains("--per-process"));
+        let Ok(Command::Watch(w)) = parse_str(
+            "watch --when cs>1/s --for 1.5s --window 500us --hysteresis 5% --per-process -p 9",
+        ) else {
+            panic!("--when flags")
+        };
+        let when = w.when.unwrap();
+        assert_eq!(when.expr, "cs>1/s");
+        assert_eq!(
+            when.min_duration,
+            Some(std::time::Duration::from_millis(1500))
+        );
+        assert_eq!(
+            when.window,
+            Some(perfring::trigger::Span::Time(
+                std::time::Duration::from_micros(500)
+            ))
+        );
+        assert_eq!(when.hysteresis, Some(0.05));
+        assert!(when.per_process);
+        let Ok(Command::Watch(w)) = parse_str("watch --when a/b>1 --window 1000 -- x") else {
+            panic!("--window N")
+        };
+        assert_eq!(
+            w.when.unwrap().window,
+            Some(perfring::trigger::Span::Events(1000))
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod doctor;
 pub mod explain;
 pub mod json;
 pub mod stat;
+pub mod trigger;
 pub mod watch;
 
 use std::ffi::OsString;
@@ -112,7 +113,8 @@ Commands:
   doctor    Probe what this machine allows: limits, PMUs, and each mechanism
   explain   Print the perf_event_attr an event and its flags would be opened with
   stat      Count events over a command's run, or a running process, like perf stat
-  watch     Print each overflow of a counter as it happens, and act on it
+  watch     Print each overflow of a counter as it happens, or each time a
+            rate or ratio crosses a threshold (--when), and act on it
   help      Print this text, or a command's (perfring help explain)
 
 Options:
@@ -209,6 +211,7 @@ record, not per wake-up), act on it, and end with a summary.
 
 Usage: perfring watch [-e EVENT]... [OPTIONS] -- COMMAND [ARGS]...
        perfring watch [-e EVENT]... [OPTIONS] (-p PID | -t TID | -C CPU)
+       perfring watch --when EXPR [--for D] [OPTIONS] (-- COMMAND... | -p PID | -t TID)
 
 A command is started stopped; its counters are enabled at its exec and inherited
 by its threads and children; its exit status becomes perfring's. -p watches every
@@ -257,6 +260,38 @@ Options:
   -t, --tid TID        Watch a thread
   -C, --cpu CPU        Watch a CPU (needs perf_event_paranoid <= 0 or root)
   -h, --help           Print help
+
+Threshold crossings (instead of overflows; -e, -c, -F, --budget and -C do not apply):
+      --when EXPR      Print a line when a rate or ratio crosses a threshold, up
+                       and back down, per thread: 'page-faults > 1000/s' (per second
+                       of the thread's CPU time, like perf stat's /sec),
+                       'context-switches/task-clock > 0.5/ms', 'cache-misses/
+                       instructions * 1000 > 5' (a ratio of counts), '<' for
+                       below. An event with '/' or spaces goes in braces:
+                       '{mem:0x1000/4:w}/task-clock > 1/ms'. A group leader
+                       overflows every window and its samples carry every
+                       member's count (PERF_SAMPLE_READ), so nothing is read by a
+                       system call. Each thread's first window (its exec, the
+                       loader) is a baseline and not judged. --exec, --signal,
+                       --stop-at N and --stop-after N act on crossings; --exec
+                       sets PERFRING_EDGE, PERFRING_VALUE, PERFRING_THRESHOLD,
+                       PERFRING_EXPR, PERFRING_PID, PERFRING_TID, PERFRING_SEQ.
+                       --json: {\"type\":\"trigger\",\"edge\":\"up\"|\"down\",
+                       \"value\",\"threshold\",\"tid\",\"time_ns\",\"pid\",\"seq\",
+                       \"window_seq\",\"window_start_ns\",\"deltas\":{EVENT:N}}, then
+                       {\"type\":\"summary\",\"crossings\",\"windows\",\"lost\",
+                       \"throttled\",\"duration_s\",\"exit_code\",
+                       \"active_at_end\":[TID...]} (threads for which the
+                       condition still held when the watch ended)
+      --window D|N     A window of CPU time (D: 10ms by default; 500us, 1s), or
+                       of N events of a ratio's denominator, which then leads the
+                       group (exact windows for breakpoints)
+      --for D          The condition must hold (or have ended) for D of wall
+                       time before a crossing is reported (default 0)
+      --hysteresis PCT Down only below the threshold minus PCT percent of it (for
+                       '<': up only above it plus PCT percent); default 10
+      --per-process    Judge the threads of a process together (their deltas
+                       summed over windows of at least one window length)
 
 Exit status: the command's (128 + N if killed by signal N) when it ran to its
 end; 0 after --stop-at, --stop-after, or with -p/-t/-C; 1 when watching failed

@@ -217,6 +217,10 @@ impl StatusLine {
 
 /// Runs `watch` to the end and returns the command's exit code, if it is to be ours.
 pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
+    if args.when.is_some() {
+        // Threshold crossings of a group's rate or ratio, not overflows.
+        return super::trigger::run(args);
+    }
     let specs = if args.events.is_empty() {
         vec![default_event()]
     } else {

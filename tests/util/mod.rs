@@ -145,6 +145,34 @@ pub fn gated_thread<T: Send + 'static>(
     (rx_tid.recv().unwrap(), tx_go, h)
 }
 
+/// Compiles the C program `source` (with `-O0 -g0` and `flags`) once per test binary
+/// into the target directory as `name`, and returns its path.
+pub fn compile_c(name: &str, source: &str, flags: &[&str]) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("cprog-{}-{name}", std::process::id()));
+    let out = dir.join(name);
+    if out.exists() {
+        return out;
+    }
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    // Build under another name and rename, so that concurrent tests never run a
+    // half-written file.
+    let tmp = dir.join(format!("{name}.{:?}", std::thread::current().id()));
+    let st = std::process::Command::new("cc")
+        .args(["-O0", "-g0"])
+        .args(flags)
+        .arg("-o")
+        .arg(&tmp)
+        .arg(&src)
+        .status()
+        .expect("run cc");
+    assert!(st.success(), "cc failed on {name}.c");
+    std::fs::rename(&tmp, &out).unwrap();
+    out
+}
+
 /// A threaded C program: `threads N CALLS TIDFILE [MODE]` starts N threads, each
 /// calling `hit()` CALLS times, joins them and writes their tids to TIDFILE, one a line.
 /// It prints `ready` first; MODE `wait` then waits for a byte on stdin before starting
