@@ -144,3 +144,65 @@ pub fn gated_thread<T: Send + 'static>(
     });
     (rx_tid.recv().unwrap(), tx_go, h)
 }
+
+/// The directory of this build profile's outputs (`target/debug`), where the workspace
+/// members' `libperfring.so`, `.a` and `libperfring_inject.so` land.
+pub fn profile_dir() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    // target/<profile>/deps/<test>-<hash>
+    exe.parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>")
+        .to_path_buf()
+}
+
+/// Builds workspace member `package` (a cdylib/staticlib the test binary cannot depend
+/// on) with the test's profile, once per test binary; returns [`profile_dir`].
+pub fn build_member(package: &str) -> std::path::PathBuf {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    static BUILT: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+    let dir = profile_dir();
+    let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
+    if built
+        .get_or_insert_with(HashSet::new)
+        .insert(package.to_string())
+    {
+        let mut cmd = std::process::Command::new(env!("CARGO"));
+        cmd.args(["build", "-q", "-p", package]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let st = cmd
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build");
+        assert!(st.success(), "cargo build -p {package} failed");
+    }
+    dir
+}
+
+/// Compiles the C program `source` with `cc` into the target tmpdir as `name`, with
+/// extra arguments (`-I`, `-l`, ...) after the source file.
+pub fn compile_c(name: &str, source: &str, args: &[&str]) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("c-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let out = dir.join(name);
+    let res = std::process::Command::new("cc")
+        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-fno-inline"])
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .args(args)
+        .output()
+        .expect("run cc");
+    assert!(
+        res.status.success(),
+        "cc {name}.c failed:\n{}",
+        String::from_utf8_lossy(&res.stderr)
+    );
+    out
+}
