@@ -51,7 +51,7 @@ use perfring::inject::{Action, InjectConfig, Rate};
 use perfring::notify::sigtrap::{SigtrapInfo, TrapHandler};
 use perfring::notify::{Sigtrap, SigtrapCounter};
 use perfring::symbols::{self, TargetImage};
-use perfring::Counter;
+use perfring::{Counter, SampleType};
 
 use buffers::{Entry, Pool, FRAMES};
 pub use overflow::perfring_overflow;
@@ -112,10 +112,11 @@ fn now_ns() -> u64 {
 ///
 /// It also opens (and at once closes) a `dummy` event on the thread. Opening any event
 /// on a task "unclones" its perf context: otherwise the kernel, switching between two
-/// threads whose inherited contexts are clones of the same parent, swaps the two
+/// threads whose inherited contexts are clones of the same parent, may swap the two
 /// contexts instead of scheduling them, and with them the counters' periods in
-/// progress, so overflows would land in the wrong thread and counts per thread would
-/// be off by one now and then (measured: 99 and 101 where 100 were due).
+/// progress, so counts per thread would be off by one now and then (measured: 99 and
+/// 101 where 100 were due). On Linux 6.12+ `PERF_SAMPLE_READ` already prevents the
+/// swap (see `start`); this covers older kernels for `pthread_create`'d threads.
 pub(crate) fn note_thread() {
     let tid = gettid();
     if ARMED.load(SeqCst) {
@@ -328,7 +329,16 @@ fn start() -> Result<(), String> {
             Rate::Period(p) => b.period(p),
             Rate::Frequency(hz) => b.frequency(hz),
         };
-        let counter = b.open().map_err(|e| e.to_string())?;
+        // PERF_SAMPLE_READ on an inherited counter (Linux 6.12+) keeps the kernel from
+        // swapping the perf contexts of two threads at a context switch (it counts
+        // such events in `nr_no_switch_fast`): a swap would hand one thread's period
+        // in progress to another and make per-thread counts inexact. Older kernels
+        // refuse the combination (EINVAL); there `note_thread` unclones instead.
+        // (The kernel wants PERF_SAMPLE_TID with it.)
+        let counter = match b.clone().sample(SampleType::READ | SampleType::TID).open() {
+            Ok(c) => c,
+            Err(_) => b.open().map_err(|e| e.to_string())?,
+        };
         let counter = trap
             .attach(counter, TrapHandler::Callback(on_overflow, i))
             .map_err(|e| e.to_string())?;

@@ -150,6 +150,7 @@ fn run(file: File) {
     }
     let summary = json!({
         "type": "summary",
+        "pid": st.pid,
         "overflows": TOTAL_AT_EXIT.load(SeqCst),
         "records": out.written,
         "dropped": dropped,
