@@ -3,6 +3,7 @@
 //! in the shape of `perfring watch --json` overflow lines (plus `stack`), then a
 //! summary line at exit. Normal context: it may allocate, lock and symbolize.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
@@ -62,43 +63,65 @@ struct Out {
     /// Events counted so far per event (sum of periods), as `watch`'s `total`.
     totals: Vec<u64>,
     written: u64,
+    /// Rendered `"sym":…,"sym_off":…` per address.
+    syms: HashMap<u64, String>,
+    /// Each event's name as a JSON string.
+    events: Vec<String>,
 }
 
 impl Out {
-    fn line(&mut self, st: &State, e: &Entry) {
+    /// `"sym":…,"sym_off":…` of `ip`, rendered once per address: a sampled program
+    /// hits the same few thousand addresses again and again.
+    fn symbol(&mut self, ip: u64) -> &str {
+        let space = &mut self.space;
+        self.syms.entry(ip).or_insert_with(|| {
+            match space
+                .as_mut()
+                .and_then(|s| s.locate(ip))
+                .and_then(|l| l.symbol)
+            {
+                Some((name, off)) => format!("\"sym\":{},\"sym_off\":{off}", Value::String(name)),
+                None => "\"sym\":null,\"sym_off\":null".to_string(),
+            }
+        })
+    }
+
+    /// One overflow line, in `perfring watch --json`'s field order, plus `stack`.
+    /// Written field by field: this runs once per overflow and is most of `record`'s
+    /// cost beyond the handler.
+    fn line(&mut self, st: &State, e: &Entry) -> std::io::Result<()> {
         self.seq += 1;
         let i = e.event as usize;
         let period = st.period;
         if let (Some(t), Some(p)) = (self.totals.get_mut(i), period) {
             *t = t.saturating_add(p);
         }
-        let sym = self
-            .space
-            .as_mut()
-            .and_then(|s| s.locate(e.ip))
-            .and_then(|l| l.symbol);
+        let total = period.and(self.totals.get(i).copied());
+        let (seq, pid) = (self.seq, st.pid);
+        let sym = self.symbol(e.ip).to_string();
+        let event = self.events.get(i).map(String::as_str).unwrap_or("\"?\"");
+        let w = &mut self.w;
+        write!(
+            w,
+            "{{\"type\":\"overflow\",\"seq\":{seq},\"event\":{event},\"pid\":{pid},\
+             \"tid\":{},\"cpu\":null,\"time_ns\":{},\"ip\":\"{:#x}\",{sym},",
+            e.tid, e.time_ns, e.ip
+        )?;
+        match (period, total) {
+            (Some(p), Some(t)) => write!(w, "\"period\":{p},\"total\":{t},")?,
+            _ => w.write_all(b"\"period\":null,\"total\":null,")?,
+        }
+        w.write_all(b"\"stack\":[")?;
         let n = (e.nframes as usize).min(e.frames.len());
-        let stack: Vec<Value> = e.frames[..n]
-            .iter()
-            .map(|a| Value::String(format!("{a:#x}")))
-            .collect();
-        let v = json!({
-            "type": "overflow",
-            "seq": self.seq,
-            "event": st.names.get(i).map(String::as_str).unwrap_or("?"),
-            "pid": st.pid,
-            "tid": e.tid,
-            "cpu": null,
-            "time_ns": e.time_ns,
-            "ip": format!("{:#x}", e.ip),
-            "sym": sym.as_ref().map(|s| s.0.clone()),
-            "sym_off": sym.as_ref().map(|s| s.1),
-            "period": period,
-            "total": period.and(self.totals.get(i).copied()),
-            "stack": stack,
-        });
-        let _ = writeln!(self.w, "{v}");
+        for (k, a) in e.frames[..n].iter().enumerate() {
+            if k > 0 {
+                w.write_all(b",")?;
+            }
+            write!(w, "\"{a:#x}\"")?;
+        }
+        w.write_all(b"]}\n")?;
         self.written += 1;
+        Ok(())
     }
 }
 
@@ -111,13 +134,17 @@ fn drain_all(st: &State, out: &mut Out, dropped: &mut u64) {
         if tid == 0 {
             continue;
         }
-        slot.drain(|e| out.line(st, e));
+        slot.drain(|e| {
+            let _ = out.line(st, e);
+        });
         // SAFETY: tgkill with signal 0 only checks that the thread exists.
         let gone = unsafe { libc::syscall(libc::SYS_tgkill, st.pid, tid, 0) } != 0
             && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
         if gone {
             // The thread is gone, so nothing pushes any more: take the rest, free it.
-            slot.drain(|e| out.line(st, e));
+            slot.drain(|e| {
+                let _ = out.line(st, e);
+            });
             *dropped += slot.dropped.swap(0, SeqCst);
             slot.tid.store(0, SeqCst);
         }
@@ -132,6 +159,12 @@ fn run(file: File) {
         seq: 0,
         totals: vec![0; st.names.len()],
         written: 0,
+        syms: HashMap::new(),
+        events: st
+            .names
+            .iter()
+            .map(|n| Value::String(n.clone()).to_string())
+            .collect(),
     };
     let mut dropped = 0u64;
     loop {
