@@ -352,14 +352,15 @@ fn python_runs_unharmed_and_is_recorded() {
             "python3",
             "-c",
             "import threading\n\
-             def f(): print(sum(i * i for i in range(1000000)))\n\
-             t = threading.Thread(target=f); t.start(); f(); t.join()",
+             r = []\n\
+             def f(): r.append(sum(i * i for i in range(1000000)))\n\
+             t = threading.Thread(target=f); t.start(); f(); t.join(); print(r)",
         ],
     );
     assert_eq!(out.status.code(), Some(0), "{}", util::stderr(&out));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        "333332833333500000\n333332833333500000\n"
+        "[333332833333500000, 333332833333500000]\n"
     );
     // python3 may be a launcher that execs the interpreter: not exact.
     let (records, summary) = lines(&file, false);
