@@ -14,6 +14,7 @@
 //! | `PERFRING_PERIOD` / `PERFRING_FREQ` | overflow every N events / about HZ times a second (one of them) |
 //! | `PERFRING_ACTION` | actions, `,`-separated: `record`, `hook:LIB.so:SYMBOL`, `abort-at:N`, `stop-at:N` |
 //! | `PERFRING_OUTPUT` | where `record` writes JSON lines (default `perfring-inject.jsonl`) |
+//! | `PERFRING_SIGNAL` | a real-time signal (`RTMIN+3`, `40`) instead of SIGTRAP: one counter per thread, opened at its start |
 //!
 //! This module is pure: it parses and renders, and opens nothing.
 
@@ -32,6 +33,8 @@ pub const ENV_FREQ: &str = "PERFRING_FREQ";
 pub const ENV_ACTION: &str = "PERFRING_ACTION";
 /// `PERFRING_OUTPUT`: the JSON-lines file of `record`.
 pub const ENV_OUTPUT: &str = "PERFRING_OUTPUT";
+/// `PERFRING_SIGNAL`: a real-time signal to the overflowing thread instead of SIGTRAP.
+pub const ENV_SIGNAL: &str = "PERFRING_SIGNAL";
 /// The preload library's file name.
 pub const LIBRARY: &str = "libperfring_inject.so";
 /// Where `record` writes when no output is given.
@@ -141,6 +144,9 @@ pub struct InjectConfig {
     pub actions: Vec<Action>,
     /// The `record` output file.
     pub output: PathBuf,
+    /// A real-time signal to deliver overflows with (`F_SETOWN_EX` to each thread's
+    /// own counter) instead of the synchronous SIGTRAP; `None` for SIGTRAP.
+    pub signal: Option<i32>,
 }
 
 impl InjectConfig {
@@ -191,6 +197,9 @@ impl InjectConfig {
         let actions: Vec<String> = self.actions.iter().map(Action::to_string).collect();
         env.push((ENV_ACTION, actions.join(",")));
         env.push((ENV_OUTPUT, self.output.display().to_string()));
+        if let Some(sig) = self.signal {
+            env.push((ENV_SIGNAL, sig.to_string()));
+        }
         env
     }
 
@@ -236,11 +245,22 @@ impl InjectConfig {
             .filter(|o| !o.is_empty())
             .unwrap_or_else(|| DEFAULT_OUTPUT.to_string())
             .into();
+        let signal = match get(ENV_SIGNAL).filter(|s| !s.is_empty()) {
+            None => None,
+            Some(s) => Some(crate::launch::signal_from_name(&s).ok_or_else(|| {
+                usage(
+                    ENV_SIGNAL,
+                    format!("'{s}' is not a signal"),
+                    "give a real-time signal, e.g. RTMIN+3, or unset it for SIGTRAP",
+                )
+            })?),
+        };
         let config = InjectConfig {
             events,
             rate,
             actions,
             output,
+            signal,
         };
         config.validate()?;
         Ok(Some(config))
@@ -323,6 +343,7 @@ mod tests {
             rate: Rate::Period(100),
             actions: vec![Action::Record, Action::StopAt(5)],
             output: "out.jsonl".into(),
+            signal: Some(40),
         };
         let env = c.to_env();
         let got =

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 
 use perfring::notify::Sigtrap;
 
-use crate::{note_thread, ARMED};
+use crate::{disarm_thread, note_thread, ARMED, STATE};
 
 type StartRoutine = extern "C-unwind" fn(*mut c_void) -> *mut c_void;
 type PthreadCreate = unsafe extern "C" fn(
@@ -89,7 +89,9 @@ extern "C-unwind" fn start_thread(p: *mut c_void) -> *mut c_void {
     let start = unsafe { Box::from_raw(p.cast::<Start>()) };
     let Start { routine, arg } = *start;
     note_thread();
-    routine(arg)
+    let r = routine(arg);
+    disarm_thread();
+    r
 }
 
 /// `pthread_create`, interposed: see the module docs.
@@ -174,6 +176,60 @@ fn chain(handler: usize, flags: c_int) {
     }
 }
 
+/// The thread signal perfring delivers overflows with (`PERFRING_SIGNAL`), if `sig`.
+fn our_thread_signal(sig: c_int) -> Option<perfring::notify::ThreadSignal> {
+    if !ARMED.load(SeqCst) {
+        return None;
+    }
+    STATE
+        .get()
+        .and_then(|s| s.signal)
+        .filter(|t| t.signo() == sig)
+}
+
+fn tell_conflict(sig: c_int) {
+    if !TOLD_SIGNAL.swap(true, SeqCst) {
+        let mut buf = [0u8; 320];
+        let head = b"perfring-inject: the program installs its own handler for signal ";
+        let tail = b", which perfring uses for counter overflows (PERFRING_SIGNAL / --signal); \
+perfring keeps its handler and passes the signal's other uses (kill, sigqueue) on to the \
+program's. Fix: if the program misbehaves, pick a signal it does not use with --signal\n";
+        let mut n = 0;
+        for &b in head {
+            buf[n] = b;
+            n += 1;
+        }
+        let mut digits = [0u8; 4];
+        let (mut v, mut k) = (sig.unsigned_abs(), 0);
+        loop {
+            digits[k] = b'0' + (v % 10) as u8;
+            k += 1;
+            v /= 10;
+            if v == 0 || k == digits.len() {
+                break;
+            }
+        }
+        while k > 0 {
+            k -= 1;
+            buf[n] = digits[k];
+            n += 1;
+        }
+        for &b in tail.iter().take(buf.len() - n) {
+            buf[n] = b;
+            n += 1;
+        }
+        // SAFETY: write(2) of a stack buffer to stderr; async-signal-safe.
+        unsafe { libc::write(2, buf.as_ptr().cast(), n) };
+    }
+}
+
+static TOLD_SIGNAL: AtomicBool = AtomicBool::new(false);
+
+/// Whether perfring's SIGTRAP handler is installed (sigtrap mode, armed).
+fn sigtrap_armed() -> bool {
+    ARMED.load(SeqCst) && STATE.get().is_some_and(|s| s.signal.is_none())
+}
+
 /// `sigaction`, interposed: see the module docs.
 ///
 /// # Safety
@@ -184,7 +240,27 @@ pub unsafe extern "C" fn sigaction(
     act: *const libc::sigaction,
     old: *mut libc::sigaction,
 ) -> c_int {
-    if sig != libc::SIGTRAP || !ARMED.load(SeqCst) {
+    if let Some(ts) = our_thread_signal(sig) {
+        let (h, flags) = ts.chained().unwrap_or((libc::SIG_DFL, 0));
+        // SAFETY: `old` is null or writable, as sigaction(2) requires of the caller.
+        if let Some(old) = unsafe { old.as_mut() } {
+            // SAFETY: an all-zero sigaction is valid (empty mask).
+            *old = unsafe { std::mem::zeroed() };
+            old.sa_sigaction = h;
+            old.sa_flags = flags;
+        }
+        // SAFETY: `act` is null or readable, as sigaction(2) requires of the caller.
+        if let Some(act) = unsafe { act.as_ref() } {
+            // SAFETY: the program's handler with the flags it was given, as loaded as
+            // the program itself; SIG_DFL/SIG_IGN are not called.
+            unsafe { ts.chain_to(act.sa_sigaction, act.sa_flags) };
+            if act.sa_sigaction != libc::SIG_DFL && act.sa_sigaction != libc::SIG_IGN {
+                tell_conflict(sig);
+            }
+        }
+        return 0;
+    }
+    if sig != libc::SIGTRAP || !sigtrap_armed() {
         // SAFETY: the caller's arguments, unchanged.
         return unsafe { real_sigaction(sig, act, old) };
     }
@@ -209,7 +285,16 @@ pub unsafe extern "C" fn sigaction(
 /// As `signal(2)`.
 #[no_mangle]
 pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc::sighandler_t {
-    if sig != libc::SIGTRAP || !ARMED.load(SeqCst) {
+    if let Some(ts) = our_thread_signal(sig) {
+        let (old, _) = ts.chained().unwrap_or((libc::SIG_DFL, 0));
+        // SAFETY: as in `sigaction`.
+        unsafe { ts.chain_to(handler, libc::SA_RESTART) };
+        if handler != libc::SIG_DFL && handler != libc::SIG_IGN {
+            tell_conflict(sig);
+        }
+        return old;
+    }
+    if sig != libc::SIGTRAP || !sigtrap_armed() {
         let f = next(&REAL_SIGNAL, c"signal");
         if f == 0 {
             return libc::SIG_ERR;

@@ -48,10 +48,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqC
 use std::sync::{Mutex, OnceLock};
 
 use perfring::inject::{Action, InjectConfig, Rate};
+use perfring::notify::signal::Handler;
 use perfring::notify::sigtrap::{SigtrapInfo, TrapHandler};
-use perfring::notify::{Sigtrap, SigtrapCounter};
+use perfring::notify::{
+    Notification, NotifyKind, SignalCounter, Sigtrap, SigtrapCounter, ThreadSignal, Token,
+};
 use perfring::symbols::{self, TargetImage};
-use perfring::{Counter, SampleType};
+use perfring::{Builder, Counter, SampleType};
 
 use buffers::{Entry, Pool, FRAMES};
 pub use overflow::perfring_overflow;
@@ -64,7 +67,7 @@ type HookFn = unsafe extern "C" fn(*const perfring_overflow, *mut c_void);
 const SIG_DATA_BASE: u64 = 0x7065_7266_696e_0000;
 
 /// What the handler reads: set once by the constructor, then read-only.
-struct State {
+pub(crate) struct State {
     pid: i32,
     names: Vec<String>,
     /// The period of each event (`None` under a frequency).
@@ -73,14 +76,20 @@ struct State {
     hooks: Vec<HookFn>,
     abort_at: u64,
     stop_at: u64,
+    /// Thread-signal mode: the signal, and the builder of each event's per-thread
+    /// counter.
+    pub(crate) signal: Option<ThreadSignal>,
+    builders: Vec<Builder>,
 }
 
-static STATE: OnceLock<State> = OnceLock::new();
+pub(crate) static STATE: OnceLock<State> = OnceLock::new();
 /// Whether the counters are armed (the interposers then step in).
 pub(crate) static ARMED: AtomicBool = AtomicBool::new(false);
 /// Overflows in this process, every thread and event.
 static TOTAL: AtomicU64 = AtomicU64::new(0);
 static COUNTERS: Mutex<Vec<SigtrapCounter>> = Mutex::new(Vec::new());
+/// Thread-signal mode: each thread's own counters, by tid.
+static THREAD_COUNTERS: Mutex<Vec<(u32, SignalCounter)>> = Mutex::new(Vec::new());
 
 thread_local! {
     /// This thread's stack top and the tid it belongs to (a raw `clone` without
@@ -142,17 +151,20 @@ pub(crate) fn note_thread() {
             SLOT_HINT.set(i);
         }
     }
+    if let Some(st) = STATE.get().filter(|_| ARMED.load(SeqCst)) {
+        arm_thread(st);
+    }
 }
 
 /// Walks the frame-pointer chain from the interrupted frame into `frames`, reading
 /// only inside `[sp, stack top)` of this thread. SIGNAL CONTEXT.
-fn walk(info: &SigtrapInfo, tid: u32, frames: &mut [u64; FRAMES]) -> usize {
+fn walk(h: &Hit, tid: u32, frames: &mut [u64; FRAMES]) -> usize {
     let (top, owner) = STACK.get();
-    if owner != tid || top == 0 || info.sp == 0 {
-        return 0; // unknown stack (a raw clone): the ip alone
+    if owner != tid || top == 0 || h.sp == 0 {
+        return 0; // unknown stack (a raw clone, or a thread signal): the ip alone
     }
-    let (lo, hi) = (info.sp, top);
-    let mut fp = info.fp;
+    let (lo, hi) = (h.sp, top);
+    let mut fp = h.fp;
     let mut n = 0;
     while n < FRAMES && fp >= lo && fp.wrapping_add(16) <= hi && fp % 8 == 0 {
         // SAFETY: `fp..fp+16` lies in `[sp, top)`, the live part of this thread's
@@ -179,12 +191,64 @@ fn walk(info: &SigtrapInfo, tid: u32, frames: &mut [u64; FRAMES]) -> usize {
     n
 }
 
+/// What a notifier says about one overflow: the SIGTRAP's siginfo and context, or a
+/// thread signal's (which knows no stack or address: those are 0).
+struct Hit {
+    token: u64,
+    ip: u64,
+    sp: u64,
+    fp: u64,
+    addr: u64,
+    perf_type: u32,
+    flags: u32,
+    fd: i32,
+}
+
 /// The SIGTRAP callback for every injected counter; `event` is its index.
+/// SIGNAL CONTEXT, as [`act`].
+fn on_sigtrap(info: &SigtrapInfo, event: usize) {
+    act(
+        &Hit {
+            token: info.token.0,
+            ip: info.ip,
+            sp: info.sp,
+            fp: info.fp,
+            addr: info.addr,
+            perf_type: info.perf_type,
+            flags: info.flags,
+            fd: -1,
+        },
+        event,
+    );
+}
+
+/// The thread-signal callback (`PERFRING_SIGNAL`); `event` is the counter's index.
+/// SIGNAL CONTEXT, as [`act`].
+fn on_signal(n: &Notification, event: usize) {
+    if n.kind != NotifyKind::Overflow {
+        return;
+    }
+    act(
+        &Hit {
+            token: n.token.0,
+            ip: n.ip,
+            sp: 0,
+            fp: 0,
+            addr: 0,
+            perf_type: 0,
+            flags: 0,
+            fd: n.fd,
+        },
+        event,
+    );
+}
+
+/// Runs the actions for one overflow of event `event`, in the overflowing thread.
 ///
 /// SIGNAL CONTEXT. May call: atomics, TLS `Cell`s, `gettid`, `clock_gettime`,
 /// `kill`, `abort`, the user's hooks (async-signal-safe by contract). Never
 /// allocates, locks, panics or unwinds.
-fn on_overflow(info: &SigtrapInfo, event: usize) {
+fn act(h: &Hit, event: usize) {
     let Some(st) = STATE.get() else {
         return;
     };
@@ -198,26 +262,26 @@ fn on_overflow(info: &SigtrapInfo, event: usize) {
                 slot.push(|e: &mut Entry| {
                     e.event = event as u32;
                     e.tid = tid;
-                    e.ip = info.ip;
+                    e.ip = h.ip;
                     e.time_ns = time_ns;
-                    e.nframes = walk(info, tid, &mut e.frames) as u64;
+                    e.nframes = walk(h, tid, &mut e.frames) as u64;
                 });
             }
         }
     }
     if !st.hooks.is_empty() {
         let o = perfring_overflow {
-            token: info.token.0,
-            ip: info.ip,
-            addr: info.addr,
-            sp: info.sp,
-            fp: info.fp,
+            token: h.token,
+            ip: h.ip,
+            addr: h.addr,
+            sp: h.sp,
+            fp: h.fp,
             time_ns,
             tid,
-            fd: -1,
+            fd: h.fd,
             kind: overflow::PERFRING_OVERFLOW,
-            perf_type: info.perf_type,
-            flags: info.flags,
+            perf_type: h.perf_type,
+            flags: h.flags,
         };
         for hook in &st.hooks {
             // SAFETY: a function the user named, with the documented signature.
@@ -231,6 +295,44 @@ fn on_overflow(info: &SigtrapInfo, event: usize) {
     if n == st.abort_at {
         // SAFETY: abort is async-signal-safe; it raises SIGABRT (a core dump).
         unsafe { libc::abort() };
+    }
+}
+
+/// Thread-signal mode: opens, attaches and enables the calling thread's own counters
+/// (one per event). Normal context: the constructor, or a new thread's start.
+fn arm_thread(st: &State) {
+    let Some(sig) = st.signal else { return };
+    let tid = gettid();
+    let mut mine = Vec::new();
+    for (i, b) in st.builders.iter().enumerate() {
+        let armed = b.open().and_then(|c| {
+            let sc = sig.attach(
+                c,
+                Token(SIG_DATA_BASE + i as u64),
+                Handler::Callback(on_signal, i),
+            )?;
+            sc.counter().enable()?;
+            Ok(sc)
+        });
+        match armed {
+            Ok(sc) => mine.push(sc),
+            Err(e) => {
+                eprintln!("perfring-inject: thread {tid} is not observed: {e}");
+                return;
+            }
+        }
+    }
+    let mut all = THREAD_COUNTERS.lock().unwrap_or_else(|p| p.into_inner());
+    all.extend(mine.into_iter().map(|c| (tid, c)));
+}
+
+/// Thread-signal mode: closes the calling thread's counters as its start routine
+/// returns (a thread ending in `pthread_exit` keeps them until the process exits).
+pub(crate) fn disarm_thread() {
+    if STATE.get().is_some_and(|s| s.signal.is_some()) {
+        let tid = gettid();
+        let mut all = THREAD_COUNTERS.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|(t, _)| *t != tid);
     }
 }
 
@@ -292,6 +394,31 @@ fn start() -> Result<(), String> {
             Action::StopAt(n) => stop_at = *n,
         }
     }
+    let builders: Vec<Builder> = events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| {
+            let b = Counter::builder_for(event);
+            let b = match config.rate {
+                Rate::Period(p) => b.period(p),
+                Rate::Frequency(hz) => b.frequency(hz),
+            };
+            match config.signal {
+                // One counter per thread, signalling that thread.
+                Some(_) => b.wakeup_events(1),
+                None => b
+                    .sigtrap(SIG_DATA_BASE + i as u64)
+                    .inherit(true)
+                    .inherit_thread(true)
+                    .remove_on_exec(true),
+            }
+        })
+        .collect();
+    let signal = match config.signal {
+        // chain: a handler the program had (inherited SIG_IGN aside) keeps its signals.
+        Some(sig) => Some(ThreadSignal::install(Some(sig), true).map_err(|e| e.to_string())?),
+        None => None,
+    };
     let state = State {
         pid,
         names: config.events.clone(),
@@ -303,32 +430,44 @@ fn start() -> Result<(), String> {
         hooks,
         abort_at,
         stop_at,
+        signal,
+        builders,
     };
     if STATE.set(state).is_err() {
         return Ok(()); // already armed (constructor run twice)
     }
+    let Some(st) = STATE.get() else {
+        return Ok(());
+    };
     if record {
         // Before the counters: the writer thread is not one of the program's and must
         // not inherit them.
         writer::start(&config.output)?;
     }
     note_thread();
+    if st.signal.is_some() {
+        ARMED.store(true, SeqCst);
+        arm_thread(st);
+        if THREAD_COUNTERS.lock().map(|c| c.is_empty()).unwrap_or(true) {
+            return Err("the main thread's counters could not be armed (see above)".into());
+        }
+    } else {
+        arm_sigtrap(st)?;
+    }
+    // SAFETY: a plain extern "C" fn with no arguments, run at exit().
+    unsafe { libc::atexit(at_exit) };
+    Ok(())
+}
+
+/// Sigtrap mode: one inherited counter per event, opened in the main thread.
+fn arm_sigtrap(st: &State) -> Result<(), String> {
     let trap = Sigtrap::install().map_err(|e| e.to_string())?;
     if Sigtrap::chained().0 == libc::SIG_DFL {
         // SAFETY: our own function with the SA_SIGINFO signature, always loaded.
         unsafe { Sigtrap::chain_to(interpose::default_trap_addr(), libc::SA_SIGINFO) };
     }
     let mut counters = COUNTERS.lock().unwrap_or_else(|p| p.into_inner());
-    for (i, event) in events.into_iter().enumerate() {
-        let b = Counter::builder_for(event)
-            .sigtrap(SIG_DATA_BASE + i as u64)
-            .inherit(true)
-            .inherit_thread(true)
-            .remove_on_exec(true);
-        let b = match config.rate {
-            Rate::Period(p) => b.period(p),
-            Rate::Frequency(hz) => b.frequency(hz),
-        };
+    for (i, b) in st.builders.iter().enumerate() {
         // PERF_SAMPLE_READ on an inherited counter (Linux 6.12+) keeps the kernel from
         // swapping the perf contexts of two threads at a context switch (it counts
         // such events in `nr_no_switch_fast`): a swap would hand one thread's period
@@ -340,7 +479,7 @@ fn start() -> Result<(), String> {
             Err(_) => b.open().map_err(|e| e.to_string())?,
         };
         let counter = trap
-            .attach(counter, TrapHandler::Callback(on_overflow, i))
+            .attach(counter, TrapHandler::Callback(on_sigtrap, i))
             .map_err(|e| e.to_string())?;
         counters.push(counter);
     }
@@ -348,9 +487,6 @@ fn start() -> Result<(), String> {
     for c in counters.iter() {
         c.counter().enable().map_err(|e| e.to_string())?;
     }
-    drop(counters);
-    // SAFETY: a plain extern "C" fn with no arguments, run at exit().
-    unsafe { libc::atexit(at_exit) };
     Ok(())
 }
 
@@ -366,6 +502,11 @@ extern "C" fn at_exit() {
         if let Ok(counters) = COUNTERS.lock() {
             for c in counters.iter() {
                 // Disabling the parent disables every inherited child counter too.
+                let _ = c.counter().disable();
+            }
+        }
+        if let Ok(counters) = THREAD_COUNTERS.lock() {
+            for (_, c) in counters.iter() {
                 let _ = c.counter().disable();
             }
         }

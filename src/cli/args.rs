@@ -454,6 +454,7 @@ fn parse_inject(p: &mut Parser) -> Result<Command, Failure> {
     use perfring::inject::{Action, InjectConfig, Rate, DEFAULT_OUTPUT};
     let (mut events, mut period, mut freq) = (Vec::new(), None, None);
     let (mut actions, mut output, mut command) = (Vec::new(), None, Vec::new());
+    let mut signal = None;
     while let Some(flag) = next(p)? {
         let long = match &flag {
             Flag::Long(l) => l.as_str(),
@@ -468,6 +469,15 @@ fn parse_inject(p: &mut Parser) -> Result<Command, Failure> {
                 actions.push(a.parse::<Action>().map_err(Failure::Input)?);
             }
             (Flag::Short('o'), _) | (_, "output") => output = Some(string(p, "-o")?),
+            (_, "signal") => {
+                let s = string(p, "--signal")?;
+                let sig = perfring::launch::signal_from_name(&s).ok_or_else(|| {
+                    usage(format!(
+                        "--signal {s:?}: not a signal; give a real-time one (RTMIN+3) or a number"
+                    ))
+                })?;
+                signal = Some(sig);
+            }
             (f, _) if is_help(f) => return Ok(Command::Help(Topic::Inject)),
             (Flag::Value(program), _) => {
                 command.push(program.clone());
@@ -496,6 +506,7 @@ fn parse_inject(p: &mut Parser) -> Result<Command, Failure> {
         rate,
         actions,
         output: output.unwrap_or_else(|| DEFAULT_OUTPUT.to_string()).into(),
+        signal,
     };
     config.validate().map_err(Failure::Input)?;
     Ok(Command::Inject(InjectArgs { config, command }))

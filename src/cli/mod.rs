@@ -136,7 +136,7 @@ thread (the main one, pthread_create'd and raw clone'd ones) gets its own counte
 that raises a synchronous SIGTRAP in that thread on each overflow, where the
 actions run, in signal context.
 
-Usage: perfring inject -e EVENT... (-c N | -F HZ) --action ACTION... [-o FILE] -- COMMAND...
+Usage: perfring inject -e EVENT... (-c N | -F HZ) --action ACTION... [-o FILE] [--signal SIG] -- COMMAND...
 
 Options:
   -e, --event EVENT    Event, resolved inside the program: mem:SYMBOL:x (its own
@@ -151,6 +151,9 @@ Options:
                          abort-at:N          abort (core dump) at the Nth overflow
                          stop-at:N           SIGSTOP the program at the Nth overflow
   -o, --output FILE    Where record writes (default perfring-inject.jsonl; truncated)
+      --signal SIG     Deliver overflows as real-time signal SIG (RTMIN+3) to each
+                       thread's own counter, opened as the thread starts, instead of
+                       SIGTRAP; threads from a raw clone are then not covered
   -h, --help           Print help
 
 The program's own SIGTRAP handlers keep working: perfring's handler stays and passes
