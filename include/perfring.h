@@ -2,7 +2,7 @@
  * Regenerate with: PERFRING_BLESS=1 cargo test -p perfring-capi --test header
  *
  * Link with -lperfring (target/release/libperfring.so or .a; the static library
- * also needs -lpthread -ldl -lm). Functions return PERFRING_OK (0) or a negative
+ * also needs -lpthread -ldl -lm -lgcc_s). Functions return PERFRING_OK (0) or a negative
  * PERFRING_E_* code; perfring_last_error() then says what failed, why, and the fix.
  * perfring_overflow_fn callbacks run IN SIGNAL CONTEXT: async-signal-safe code only.
  * PERF_SAMPLE_* and PERF_RECORD_* come from <linux/perf_event.h>. */
@@ -268,8 +268,9 @@ int perfring_counter_accounting(struct perfring_counter *c, struct perfring_acco
 // used to `signo_out` (may be NULL).
 //
 // # Safety
-// `c` is NULL or a live handle; `cb` valid and async-signal-safe; `user` stays valid
-// until the counter is closed.
+// `c` is NULL or a live handle; `cb` NULL (signals are only counted, see
+// `perfring_counter_notifications`) or valid and async-signal-safe; `user` stays
+// valid until the counter is closed.
 int perfring_counter_attach_signal(struct perfring_counter *c,
                                    int signo,
                                    int chain,

@@ -697,8 +697,9 @@ fn take_plain(c: &mut perfring_counter, op: &str) -> Result<Counter, Fail> {
 /// used to `signo_out` (may be NULL).
 ///
 /// # Safety
-/// `c` is NULL or a live handle; `cb` valid and async-signal-safe; `user` stays valid
-/// until the counter is closed.
+/// `c` is NULL or a live handle; `cb` NULL (signals are only counted, see
+/// `perfring_counter_notifications`) or valid and async-signal-safe; `user` stays
+/// valid until the counter is closed.
 #[no_mangle]
 pub unsafe extern "C" fn perfring_counter_attach_signal(
     c: *mut perfring_counter,
