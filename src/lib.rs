@@ -10,6 +10,7 @@ pub mod counter;
 pub mod doctor;
 pub mod error;
 pub mod event;
+pub mod inject;
 pub mod launch;
 pub mod notify;
 pub mod records;

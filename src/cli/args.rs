@@ -25,6 +25,17 @@ pub enum Command {
     Stat(StatArgs),
     /// `perfring watch -e EVENT… [actions] (-p PID | -t TID | -C CPU | -- COMMAND…)`.
     Watch(WatchArgs),
+    /// `perfring inject -e EVENT… (-c N | -F HZ) --action ACTION… [-o FILE] -- COMMAND…`.
+    Inject(InjectArgs),
+}
+
+/// `perfring inject`'s flags: the injector's configuration and the command.
+#[derive(Debug, Clone)]
+pub struct InjectArgs {
+    /// What the preloaded library is told (as `PERFRING_*` variables).
+    pub config: perfring::inject::InjectConfig,
+    /// The command and its arguments.
+    pub command: Vec<OsString>,
 }
 
 /// `perfring watch`'s flags.
@@ -109,6 +120,7 @@ pub enum Topic {
     Explain,
     Stat,
     Watch,
+    Inject,
 }
 
 /// A command-line item, owned (lexopt's [`Arg`] borrows the parser).
@@ -322,8 +334,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, Failur
         }
         "stat" => parse_stat(&mut p),
         "watch" => parse_watch(&mut p),
+        "inject" => parse_inject(&mut p),
         other => Err(usage(format!(
-            "unknown command '{other}'; the commands are doctor, explain, stat, watch and help"
+            "unknown command '{other}'; the commands are doctor, explain, stat, watch, inject and help"
         ))),
     }
 }
@@ -548,6 +561,68 @@ fn duration(p: &mut Parser, flag: &str) -> Result<std::time::Duration, Failure> 
     parse_duration(&s, flag)
 }
 
+fn parse_inject(p: &mut Parser) -> Result<Command, Failure> {
+    use perfring::inject::{Action, InjectConfig, Rate, DEFAULT_OUTPUT};
+    let (mut events, mut period, mut freq) = (Vec::new(), None, None);
+    let (mut actions, mut output, mut command) = (Vec::new(), None, Vec::new());
+    let mut signal = None;
+    while let Some(flag) = next(p)? {
+        let long = match &flag {
+            Flag::Long(l) => l.as_str(),
+            _ => "",
+        };
+        match (&flag, long) {
+            (Flag::Short('e'), _) | (_, "event") => events.push(string(p, "-e")?),
+            (Flag::Short('c'), _) | (_, "count") => period = Some(positive(p, "-c")?),
+            (Flag::Short('F'), _) | (_, "freq") => freq = Some(positive(p, "-F")?),
+            (_, "action") => {
+                let a = string(p, "--action")?;
+                actions.push(a.parse::<Action>().map_err(Failure::Input)?);
+            }
+            (Flag::Short('o'), _) | (_, "output") => output = Some(string(p, "-o")?),
+            (_, "signal") => {
+                let s = string(p, "--signal")?;
+                let sig = perfring::launch::signal_from_name(&s).ok_or_else(|| {
+                    usage(format!(
+                        "--signal {s:?}: not a signal; give a real-time one (RTMIN+3) or a number"
+                    ))
+                })?;
+                signal = Some(sig);
+            }
+            (f, _) if is_help(f) => return Ok(Command::Help(Topic::Inject)),
+            (Flag::Value(program), _) => {
+                command.push(program.clone());
+                command.extend(p.raw_args().map_err(lexopt_error)?);
+            }
+            (other, _) => return Err(unknown("inject", other)),
+        }
+    }
+    if command.is_empty() {
+        return Err(usage(
+            "inject: no command: give one after --, e.g. perfring inject -e mem:hot:x -c 100 --action record -- ./prog",
+        ));
+    }
+    let rate = match (period, freq) {
+        (Some(_), Some(_)) => {
+            return Err(usage(
+                "inject: -c (period) and -F (frequency) are exclusive: give one",
+            ))
+        }
+        (Some(n), None) => Rate::Period(n),
+        (None, Some(hz)) => Rate::Frequency(hz),
+        (None, None) => return Err(usage("inject: give a period (-c N) or a frequency (-F HZ)")),
+    };
+    let config = InjectConfig {
+        events,
+        rate,
+        actions,
+        output: output.unwrap_or_else(|| DEFAULT_OUTPUT.to_string()).into(),
+        signal,
+    };
+    config.validate().map_err(Failure::Input)?;
+    Ok(Command::Inject(InjectArgs { config, command }))
+}
+
 /// A number that must be at least 1.
 fn positive<T: TryFrom<u64>>(p: &mut Parser, flag: &str) -> Result<T, Failure> {
     let n: u64 = number(p, flag)?;
@@ -563,8 +638,9 @@ fn topic(name: &str) -> Result<Topic, Failure> {
         "explain" => Ok(Topic::Explain),
         "stat" => Ok(Topic::Stat),
         "watch" => Ok(Topic::Watch),
+        "inject" => Ok(Topic::Inject),
         other => Err(usage(format!(
-            "no help for '{other}'; the commands are doctor, explain, stat and watch"
+            "no help for '{other}'; the commands are doctor, explain, stat, watch and inject"
         ))),
     }
 }

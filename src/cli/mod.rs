@@ -4,6 +4,7 @@
 pub mod args;
 pub mod doctor;
 pub mod explain;
+pub mod inject;
 pub mod json;
 pub mod stat;
 pub mod trigger;
@@ -79,6 +80,10 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> Result<Done, Failure> {
             text: String::new(),
             child_exit: watch::run(&args)?,
         },
+        Command::Inject(args) => Done {
+            text: String::new(),
+            child_exit: Some(inject::run(&args)?),
+        },
         Command::Stat(args) => {
             let report = stat::run(&args)?;
             Done {
@@ -101,6 +106,7 @@ pub fn help(topic: Topic) -> &'static str {
         Topic::Explain => EXPLAIN_HELP,
         Topic::Stat => STAT_HELP,
         Topic::Watch => WATCH_HELP,
+        Topic::Inject => INJECT_HELP,
     }
 }
 
@@ -115,13 +121,50 @@ Commands:
   stat      Count events over a command's run, or a running process, like perf stat
   watch     Print each overflow of a counter as it happens, or each time a
             rate or ratio crosses a threshold (--when), and act on it
+  inject    Act on every overflow from inside an unmodified program (LD_PRELOAD)
   help      Print this text, or a command's (perfring help explain)
 
 Options:
   -h, --help  Print help
 
 Exit status: 0 on success, 1 when the operation failed, 2 on a usage error;
-'stat -- COMMAND' and 'watch -- COMMAND' exit with the command's status.
+'stat -- COMMAND', 'watch -- COMMAND' and 'inject -- COMMAND' exit with the
+command's status.
+";
+
+const INJECT_HELP: &str = "\
+Run a command with libperfring_inject.so preloaded: inside the program, every
+thread (the main one, pthread_create'd and raw clone'd ones) gets its own counter
+that raises a synchronous SIGTRAP in that thread on each overflow, where the
+actions run, in signal context.
+
+Usage: perfring inject -e EVENT... (-c N | -F HZ) --action ACTION... [-o FILE] [--signal SIG] -- COMMAND...
+
+Options:
+  -e, --event EVENT    Event, resolved inside the program: mem:SYMBOL:x (its own
+                       symbols), mem:ADDR:x, cpu-clock:u, page-faults, ...
+  -c, --count N        Overflow every N events
+  -F, --freq HZ        About HZ overflows a second
+      --action ACTION  What to do on each overflow (repeatable):
+                         record              ip, tid, time and frame-pointer stack, written
+                                             as JSON lines (as watch --json) to FILE
+                         hook:LIB.so:SYMBOL  call void SYMBOL(const perfring_overflow *,
+                                             void *) from LIB.so (async-signal-safe code!)
+                         abort-at:N          abort (core dump) at the Nth overflow
+                         stop-at:N           SIGSTOP the program at the Nth overflow
+  -o, --output FILE    Where record writes (default perfring-inject.jsonl; truncated)
+      --signal SIG     Deliver overflows as real-time signal SIG (RTMIN+3) to each
+                       thread's own counter, opened as the thread starts, instead of
+                       SIGTRAP; threads from a raw clone are then not covered
+  -h, --help           Print help
+
+The program's own SIGTRAP handlers keep working: perfring's handler stays and passes
+every SIGTRAP that is not an overflow on to them. Without perfring, the same runs
+with LD_PRELOAD=libperfring_inject.so and PERFRING_EVENT, PERFRING_PERIOD (or
+PERFRING_FREQ), PERFRING_ACTION, PERFRING_OUTPUT (see the README).
+
+Exit status: the command's (128 + N if killed by signal N); 125 if the injector
+could not arm (its message says why); 1 or 2 if perfring itself failed.
 ";
 
 const DOCTOR_HELP: &str = "\

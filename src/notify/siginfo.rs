@@ -136,6 +136,37 @@ pub(crate) unsafe fn interrupted_ip(ctx: *mut libc::c_void) -> u64 {
     }
 }
 
+/// The interrupted stack pointer and frame pointer (`rsp`/`rbp`, `sp`/`x29`) from a
+/// handler's `ucontext`, for a frame-pointer walk (`(0, 0)` if unknown).
+///
+/// # Safety
+/// `ctx` must be the third argument a `SA_SIGINFO` handler received (or null).
+pub(crate) unsafe fn interrupted_sp_fp(ctx: *mut libc::c_void) -> (u64, u64) {
+    if ctx.is_null() {
+        return (0, 0);
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: the kernel passes a valid ucontext_t to SA_SIGINFO handlers.
+        let uc = unsafe { &*ctx.cast::<libc::ucontext_t>() };
+        let g = &uc.uc_mcontext.gregs;
+        (
+            g[libc::REG_RSP as usize] as u64,
+            g[libc::REG_RBP as usize] as u64,
+        )
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        // SAFETY: the kernel passes a valid ucontext_t to SA_SIGINFO handlers.
+        let uc = unsafe { &*ctx.cast::<libc::ucontext_t>() };
+        (uc.uc_mcontext.sp, uc.uc_mcontext.regs[29])
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        (0, 0)
+    }
+}
+
 /// Saves `errno` on creation and restores it on drop, so handlers leave it untouched.
 pub(crate) struct ErrnoGuard(i32);
 

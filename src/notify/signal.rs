@@ -474,6 +474,35 @@ impl ThreadSignal {
         self.signo
     }
 
+    /// The handler that this signal's non-perfring deliveries (`kill`, unknown fds) are
+    /// passed to, `(sa_sigaction, sa_flags)`, if chaining is on.
+    pub fn chained(&self) -> Option<(usize, i32)> {
+        let st = &SIGS[self.signo as usize];
+        st.chain
+            .load(SeqCst)
+            .then(|| (st.prev_action.load(SeqCst), st.prev_flags.load(SeqCst)))
+    }
+
+    /// Replaces (and turns on) the handler that this signal's non-perfring deliveries
+    /// are passed to, keeping perfring's installed: for an interposed `sigaction`, so
+    /// a program installing its own handler for the signal later still gets its own.
+    ///
+    /// # Safety
+    /// As [`Sigtrap::chain_to`](super::Sigtrap::chain_to).
+    pub unsafe fn chain_to(&self, action: usize, flags: i32) {
+        let st = &SIGS[self.signo as usize];
+        // Ordered as in `Sigtrap::chain_to`: never a handler called with fewer
+        // arguments than it takes.
+        if flags & libc::SA_SIGINFO != 0 {
+            st.prev_flags.store(flags, SeqCst);
+            st.prev_action.store(action, SeqCst);
+        } else {
+            st.prev_action.store(action, SeqCst);
+            st.prev_flags.store(flags, SeqCst);
+        }
+        st.chain.store(true, SeqCst);
+    }
+
     /// Signals the handler ignored since start-up, for every signal number: not from
     /// the kernel (`si_code <= 0`, e.g. `kill`) or for an fd it does not know.
     pub fn stray() -> u64 {

@@ -32,7 +32,7 @@ use std::sync::{Arc, Mutex};
 use super::budget::Budget;
 use super::queue::NotifyQueue;
 use super::registry::Registry;
-use super::siginfo::{interrupted_ip, ErrnoGuard, SigInfo};
+use super::siginfo::{interrupted_ip, interrupted_sp_fp, ErrnoGuard, SigInfo};
 use super::signal::{call_previous, install_handler};
 use super::{Accounting, Notification, NotifyKind, Token};
 use crate::counter::Counter;
@@ -53,6 +53,10 @@ pub struct SigtrapInfo {
     pub ip: u64,
     /// `si_perf_flags` (`TRAP_PERF_FLAG_ASYNC` if SIGTRAP was blocked at the time).
     pub flags: u32,
+    /// The interrupted stack pointer, for a frame-pointer walk (0 if unknown).
+    pub sp: u64,
+    /// The interrupted frame pointer (`rbp`/`x29`; 0 if unknown).
+    pub fp: u64,
 }
 
 /// A callback run **in signal context** on the overflowing thread. Async-signal-safe
@@ -126,7 +130,11 @@ unsafe fn route_trap(si: &SigInfo<'_>, ctx: *mut libc::c_void) -> bool {
     if cb == 0 {
         return true;
     }
+    // SAFETY: `ctx` is the handler's third argument.
+    let (sp, fp) = unsafe { interrupted_sp_fp(ctx) };
     let t = SigtrapInfo {
+        sp,
+        fp,
         token: Token(si.perf_data()),
         perf_type: si.perf_type(),
         addr: si.addr(),
@@ -198,6 +206,34 @@ impl Sigtrap {
             INSTALLED.store(true, SeqCst);
         }
         Ok(Sigtrap(()))
+    }
+
+    /// The handler that every `SIGTRAP` which is not `TRAP_PERF` is passed to:
+    /// `(sa_sigaction, sa_flags)` as `sigaction(2)` reported them (`SIG_DFL` re-raises
+    /// with the default action, `SIG_IGN` drops it).
+    pub fn chained() -> (usize, i32) {
+        (PREV_ACTION.load(SeqCst), PREV_FLAGS.load(SeqCst))
+    }
+
+    /// Replaces the handler that non-`TRAP_PERF` `SIGTRAP`s go to, keeping perfring's
+    /// installed. An interposed `sigaction` uses this so that a program installing its
+    /// own `SIGTRAP` handler after perfring still receives its own traps.
+    ///
+    /// # Safety
+    /// `action` is `SIG_DFL`, `SIG_IGN` or a function that stays loaded, with the
+    /// signature `flags` implies (`SA_SIGINFO`: `fn(int, siginfo_t *, void *)`, else
+    /// `fn(int)`); it is called in signal context.
+    pub unsafe fn chain_to(action: usize, flags: i32) {
+        // A handler running between the two stores may pair one old and one new value:
+        // order them so that it then calls a function with at least the arguments it
+        // takes (an extra argument is harmless in the C calling convention).
+        if flags & libc::SA_SIGINFO != 0 {
+            PREV_FLAGS.store(flags, SeqCst);
+            PREV_ACTION.store(action, SeqCst);
+        } else {
+            PREV_ACTION.store(action, SeqCst);
+            PREV_FLAGS.store(flags, SeqCst);
+        }
     }
 
     /// `TRAP_PERF` signals whose `si_perf_data` matched no attached counter.

@@ -145,8 +145,9 @@ pub fn gated_thread<T: Send + 'static>(
     (rx_tid.recv().unwrap(), tx_go, h)
 }
 
-/// Compiles the C program `source` (with `-O0 -g0` and `flags`) once per test binary
-/// into the target directory as `name`, and returns its path.
+/// Compiles the C program `source` (with `-O0 -g0`, then `flags` after the source so
+/// that `-l`/library arguments link) once per test binary into the target directory as
+/// `name`, and returns its path.
 pub fn compile_c(name: &str, source: &str, flags: &[&str]) -> std::path::PathBuf {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("cprog-{}-{name}", std::process::id()));
@@ -161,11 +162,10 @@ pub fn compile_c(name: &str, source: &str, flags: &[&str]) -> std::path::PathBuf
     // half-written file.
     let tmp = dir.join(format!("{name}.{:?}", std::thread::current().id()));
     let st = std::process::Command::new("cc")
-        .args(["-O0", "-g0"])
-        .args(flags)
-        .arg("-o")
+        .args(["-O0", "-g0", "-o"])
         .arg(&tmp)
         .arg(&src)
+        .args(flags)
         .status()
         .expect("run cc");
     assert!(st.success(), "cc failed on {name}.c");
@@ -281,4 +281,41 @@ pub fn temp_path(name: &str) -> std::path::PathBuf {
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     ))
+}
+
+/// The directory of this build profile's outputs (`target/debug`), where the workspace
+/// members' `libperfring.so`, `.a` and `libperfring_inject.so` land.
+pub fn profile_dir() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    // target/<profile>/deps/<test>-<hash>
+    exe.parent()
+        .and_then(|d| d.parent())
+        .expect("target/<profile>")
+        .to_path_buf()
+}
+
+/// Builds workspace member `package` (a cdylib/staticlib the test binary cannot depend
+/// on) with the test's profile, once per test binary; returns [`profile_dir`].
+pub fn build_member(package: &str) -> std::path::PathBuf {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    static BUILT: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+    let dir = profile_dir();
+    let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
+    if built
+        .get_or_insert_with(HashSet::new)
+        .insert(package.to_string())
+    {
+        let mut cmd = std::process::Command::new(env!("CARGO"));
+        cmd.args(["build", "-q", "-p", package]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let st = cmd
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build");
+        assert!(st.success(), "cargo build -p {package} failed");
+    }
+    dir
 }

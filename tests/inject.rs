@@ -1,0 +1,408 @@
+//! `perfring inject` and `libperfring_inject.so` on unmodified C programs (and Python):
+//! exact record counts per thread from a breakpoint, the program's own signal handlers
+//! and exit status untouched, hooks called exactly once per overflow.
+
+mod util;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// 8 threads created after start, each calling `hot` 10,000 times and printing its
+/// tid; with `handlers`, its own SIGTRAP and SIGUSR1 handlers, which it then tests;
+/// with `clone`, one more thread made by a raw clone(2), without glibc.
+const PROG: &str = r#"
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+volatile long sink;
+__attribute__((noinline)) void hot(long i) { sink += i; }
+
+static volatile sig_atomic_t traps, usr1s;
+static void on_trap(int s) { (void)s; traps++; }
+static void on_usr1(int s, siginfo_t *i, void *c) { (void)s; (void)c; if (i->si_signo == SIGUSR1) usr1s++; }
+
+static void *work(void *arg) {
+    (void)arg;
+    printf("tid %ld\n", (long)syscall(SYS_gettid));
+    fflush(stdout);
+    for (long i = 0; i < 10000; i++) hot(i);
+    return NULL;
+}
+
+static volatile int raw_tid;
+static int raw_work(void *arg) {
+    (void)arg;
+    raw_tid = (int)syscall(SYS_gettid);
+    for (long i = 0; i < 10000; i++) hot(i);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    int handlers = argc > 1 && !strcmp(argv[1], "handlers");
+    int raw = argc > 1 && !strcmp(argv[1], "clone");
+    if (handlers) {
+        signal(SIGTRAP, on_trap);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_usr1;
+        sa.sa_flags = SA_SIGINFO;
+        sigaction(SIGUSR1, &sa, NULL);
+    }
+    if (raw) {
+        /* A thread glibc knows nothing about: its counter can only be inherited. */
+        size_t size = 1 << 20;
+        char *stack = malloc(size);
+        int flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD
+                  | CLONE_SYSVSEM;
+        if (clone(raw_work, stack + size, flags, NULL) < 0) { perror("clone"); return 3; }
+        while (!raw_tid) usleep(1000);
+        while (syscall(SYS_tgkill, getpid(), raw_tid, 0) == 0) usleep(1000);
+        printf("tid %d\n", raw_tid);
+        return 7;
+    }
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++) pthread_create(&t[i], NULL, work, NULL);
+    for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
+    if (handlers) {
+        raise(SIGTRAP);
+        raise(SIGUSR1);
+        raise(SIGTRAP);
+        struct sigaction old;
+        sigaction(SIGTRAP, NULL, &old);
+        printf("traps=%d usr1=%d own=%d\n", (int)traps, (int)usr1s, old.sa_handler == on_trap);
+    }
+    return 7;
+}
+"#;
+
+/// A hook library that counts its calls (atomically: it runs in signal context) and
+/// writes the count to `$HOOK_OUT` at unload.
+const HOOK: &str = r#"
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "perfring.h"
+static atomic_long calls, wrong;
+void on_overflow(const perfring_overflow *o, void *user) {
+    atomic_fetch_add(&calls, 1);
+    if (o->tid == 0 || o->ip == 0 || user != NULL || o->fd != -1) atomic_fetch_add(&wrong, 1);
+}
+__attribute__((destructor)) static void report(void) {
+    const char *p = getenv("HOOK_OUT");
+    FILE *f = p ? fopen(p, "w") : NULL;
+    if (f) { fprintf(f, "calls=%ld wrong=%ld\n", (long)calls, (long)wrong); fclose(f); }
+}
+"#;
+
+fn program() -> PathBuf {
+    use std::sync::OnceLock;
+    static P: OnceLock<PathBuf> = OnceLock::new();
+    P.get_or_init(|| util::compile_c("inject_prog", PROG, &["-lpthread"]))
+        .clone()
+}
+
+fn hook_library() -> PathBuf {
+    let include = concat!(env!("CARGO_MANIFEST_DIR"), "/include");
+    util::compile_c(
+        "libhook.so",
+        HOOK,
+        &["-shared", "-fPIC", &format!("-I{include}")],
+    )
+}
+
+/// The preload library, built for this test run; `perfring` finds it beside itself.
+fn injector() -> PathBuf {
+    util::build_member("perfring-inject").join("libperfring_inject.so")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("inject-{}-{name}", std::process::id()))
+}
+
+fn inject(args: &[&str], command: &[&str]) -> Output {
+    injector();
+    Command::new(env!("CARGO_BIN_EXE_perfring"))
+        .arg("inject")
+        .args(args)
+        .arg("--")
+        .args(command)
+        .output()
+        .expect("run perfring inject")
+}
+
+/// The JSON lines of a record file: overflow lines, and the summary line of each
+/// process that wrote to it (a program's children are injected too) summed up. With
+/// `exact`, each summary counts its process's lines (not so when a program execs:
+/// the image before the exec writes lines with the same pid but no summary).
+fn lines(path: &Path, exact: bool) -> (Vec<Value>, Value) {
+    let text = std::fs::read_to_string(path).expect("the record file");
+    let (mut records, mut summaries) = (Vec::new(), Vec::new());
+    for l in text.lines() {
+        let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+        if v["type"] == "summary" {
+            summaries.push(v);
+        } else {
+            records.push(v);
+        }
+    }
+    assert!(!summaries.is_empty(), "no summary line");
+    for s in summaries.iter().filter(|_| exact) {
+        let of_pid = records.iter().filter(|r| r["pid"] == s["pid"]).count() as u64;
+        assert_eq!(s["records"].as_u64(), Some(of_pid), "{s}");
+        assert_eq!(s["overflows"].as_u64(), Some(of_pid), "{s}");
+    }
+    let sum = |k: &str| {
+        summaries
+            .iter()
+            .map(|s| s[k].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    let summary = serde_json::json!({
+        "overflows": sum("overflows"),
+        "records": sum("records"),
+        "dropped": sum("dropped"),
+    });
+    (records, summary)
+}
+
+/// Records per tid.
+fn per_tid(records: &[Value]) -> BTreeMap<u64, u64> {
+    let mut m = BTreeMap::new();
+    for r in records {
+        assert_eq!(r["type"], "overflow", "{r}");
+        *m.entry(r["tid"].as_u64().unwrap()).or_insert(0) += 1;
+    }
+    m
+}
+
+/// The tids the program printed, each with the 100 records it must have.
+fn printed_tids(out: &Output) -> BTreeMap<u64, u64> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("tid "))
+        .map(|t| (t.parse().unwrap(), 100))
+        .collect()
+}
+
+fn record_run(mode: &str) -> (Output, Vec<Value>, Value) {
+    let file = tmp(&format!("{mode}.jsonl"));
+    let prog = program();
+    let out = inject(
+        &[
+            "-e",
+            "mem:hot:x",
+            "-c",
+            "100",
+            "--action",
+            "record",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+        &[prog.to_str().unwrap(), mode],
+    );
+    let (records, summary) = lines(&file, true);
+    (out, records, summary)
+}
+
+#[test]
+fn record_gives_exactly_100_per_thread_with_the_right_tids() {
+    let (out, records, summary) = record_run("plain");
+    // The program's exit status passes through.
+    assert_eq!(out.status.code(), Some(7), "{}", util::stderr(&out));
+    let want = printed_tids(&out);
+    assert_eq!(want.len(), 8, "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(per_tid(&records), want);
+    assert_eq!(records.len(), 800);
+    assert_eq!(summary["dropped"], 0);
+    assert_eq!(summary["overflows"], 800);
+    // Each record is a watch --json overflow line: at `hot`, with its pid.
+    for r in &records {
+        assert_eq!(r["sym"], "hot", "{r}");
+        assert_eq!(r["event"], "mem:hot:x", "{r}");
+        assert_eq!(r["period"], 100, "{r}");
+        assert!(r["ip"].as_str().unwrap().starts_with("0x"), "{r}");
+        assert!(r["stack"].is_array(), "{r}");
+    }
+}
+
+#[test]
+fn the_programs_own_sigtrap_and_sigusr1_handlers_still_run() {
+    let (out, records, _) = record_run("handlers");
+    assert_eq!(out.status.code(), Some(7), "{}", util::stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    // Two raised SIGTRAPs reached its handler, the SIGUSR1 too, and sigaction reports
+    // its own handler back.
+    assert!(stdout.contains("traps=2 usr1=1 own=1"), "{stdout}");
+    assert!(
+        util::stderr(&out).contains("installs its own SIGTRAP handler"),
+        "{}",
+        util::stderr(&out)
+    );
+    assert_eq!(per_tid(&records), printed_tids(&out));
+}
+
+#[test]
+fn a_thread_signal_instead_of_sigtrap_reaches_each_thread() {
+    let file = tmp("signal.jsonl");
+    let out = inject(
+        &[
+            "-e",
+            "mem:hot:x",
+            "-c",
+            "100",
+            "--action",
+            "record",
+            "--signal",
+            "RTMIN+3",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+        &[program().to_str().unwrap(), "handlers"],
+    );
+    assert_eq!(out.status.code(), Some(7), "{}", util::stderr(&out));
+    // SIGTRAP is not perfring's in this mode: the program's handler is simply its own.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("traps=2 usr1=1 own=1"), "{stdout}");
+    let (records, summary) = lines(&file, true);
+    // Signals may coalesce (one signal for several overflows, see notify::signal), so
+    // each thread has at most its 100, and at least one; all from the right threads.
+    let got = per_tid(&records);
+    let want = printed_tids(&out);
+    assert_eq!(
+        got.keys().collect::<Vec<_>>(),
+        want.keys().collect::<Vec<_>>()
+    );
+    assert!(got.values().all(|&n| (1..=100).contains(&n)), "{got:?}");
+    assert_eq!(summary["dropped"], 0);
+}
+
+#[test]
+fn a_raw_clone_thread_inherits_its_counter() {
+    let (out, records, _) = record_run("clone");
+    assert_eq!(out.status.code(), Some(7), "{}", util::stderr(&out));
+    let want = printed_tids(&out);
+    assert_eq!(want.len(), 1);
+    assert_eq!(per_tid(&records), want);
+}
+
+#[test]
+fn hook_is_called_exactly_once_per_overflow_without_the_cli() {
+    let hook = hook_library();
+    let report = tmp("hook.txt");
+    // LD_PRELOAD and PERFRING_* alone, as the README documents.
+    let out = Command::new(program())
+        .env("LD_PRELOAD", injector())
+        .env("PERFRING_EVENT", "mem:hot:x")
+        .env("PERFRING_PERIOD", "250")
+        .env(
+            "PERFRING_ACTION",
+            format!("hook:{}:on_overflow", hook.display()),
+        )
+        .env("HOOK_OUT", &report)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(7), "{}", util::stderr(&out));
+    let got = std::fs::read_to_string(&report).expect("the hook's report");
+    // 8 threads × 10,000 calls / 250.
+    assert_eq!(got.trim(), "calls=320 wrong=0");
+}
+
+#[test]
+fn abort_at_n_aborts_the_program() {
+    let out = inject(
+        &["-e", "mem:hot:x", "-c", "100", "--action", "abort-at:150"],
+        &[program().to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(128 + libc::SIGABRT));
+}
+
+#[test]
+fn usage_errors_name_the_fix() {
+    let out = inject(&["-e", "mem:hot:x", "--action", "record"], &["true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        util::stderr(&out).contains("-c N"),
+        "{}",
+        util::stderr(&out)
+    );
+    let out = inject(
+        &["-e", "mem:hot:x", "-c", "1", "--action", "recrd"],
+        &["true"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        util::stderr(&out).contains("Fix:"),
+        "{}",
+        util::stderr(&out)
+    );
+}
+
+#[test]
+fn a_bad_event_stops_the_program_with_the_fix() {
+    let out = inject(
+        &[
+            "-e",
+            "mem:no_such_fn:x",
+            "-c",
+            "100",
+            "--action",
+            "abort-at:1",
+        ],
+        &[program().to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(125));
+    let err = util::stderr(&out);
+    assert!(err.contains("no_such_fn") && err.contains("Fix:"), "{err}");
+}
+
+#[test]
+fn python_runs_unharmed_and_is_recorded() {
+    if Command::new("python3").arg("-V").output().is_err() {
+        panic!("python3 is needed for this test (apt-get install python3)");
+    }
+    let file = tmp("python.jsonl");
+    let out = inject(
+        &[
+            "-e",
+            "cpu-clock:u",
+            "-c",
+            "500000",
+            "--action",
+            "record",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+        &[
+            "python3",
+            "-c",
+            "import threading\n\
+             r = []\n\
+             def f(): r.append(sum(i * i for i in range(1000000)))\n\
+             t = threading.Thread(target=f); t.start(); f(); t.join(); print(r)",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", util::stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "[333332833333500000, 333332833333500000]\n"
+    );
+    // python3 may be a launcher that execs the interpreter: not exact.
+    let (records, summary) = lines(&file, false);
+    assert!(
+        summary["records"].as_u64().unwrap() > 0,
+        "no records: {summary}"
+    );
+    assert_eq!(summary["dropped"], 0);
+    assert!(records.iter().all(|r| r["event"] == "cpu-clock:u"));
+}
