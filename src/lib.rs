@@ -14,8 +14,10 @@ pub mod launch;
 pub mod notify;
 pub mod records;
 pub mod ring;
+pub mod symbolize;
 pub mod symbols;
 pub mod sys;
+pub mod unwind;
 
 pub use counter::{Builder, Count, Counter, Group, GroupCounts, ReadFormat, SampleType, Target};
 pub use error::{Error, ErrorKind, Result};

@@ -358,11 +358,20 @@ impl Symbols {
     /// The kernel maps each segment from the page holding `p_offset` to the page holding
     /// `bias + p_vaddr`, so `bias = start + (p_offset - offset) - p_vaddr` for the
     /// segment whose page-aligned file range begins at `offset`.
+    ///
+    /// Segments can share a page (one ends and the next begins in it): the segment
+    /// whose aligned start is exactly `offset` wins over one that merely covers it.
     pub fn bias_of_mapping(&self, start: u64, offset: u64) -> Option<u64> {
-        let seg = self.segments.iter().find(|s| {
-            let first = s.offset & !(PAGE - 1);
-            first <= offset && offset < s.offset + s.filesz.max(1)
-        })?;
+        let seg = self
+            .segments
+            .iter()
+            .find(|s| s.offset & !(PAGE - 1) == offset)
+            .or_else(|| {
+                self.segments.iter().find(|s| {
+                    let first = s.offset & !(PAGE - 1);
+                    first <= offset && offset < s.offset + s.filesz.max(1)
+                })
+            })?;
         Some(
             start
                 .wrapping_add(seg.offset)

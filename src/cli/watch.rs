@@ -185,7 +185,7 @@ impl Symbolizer {
                 let stale = self
                     .refreshed
                     .get(&pid)
-                    .map_or(true, |t| t.elapsed() > Duration::from_millis(5));
+                    .is_none_or(|t| t.elapsed() > Duration::from_millis(5));
                 if stale && launch::is_alive(pid as i32) {
                     if let Some(Some(space)) = self.spaces.get_mut(&pid) {
                         let _ = space.refresh();

@@ -259,7 +259,8 @@ impl Ring {
 
     fn control_field(&self, offset: usize) -> &AtomicU64 {
         debug_assert!(
-            offset % 8 == 0 && offset + 8 <= std::mem::size_of::<sys::perf_event_mmap_page>()
+            offset.is_multiple_of(8)
+                && offset + 8 <= std::mem::size_of::<sys::perf_event_mmap_page>()
         );
         // SAFETY:
         // - the mapping starts with a perf_event_mmap_page and is page-aligned, and every
