@@ -14,6 +14,7 @@ pub mod launch;
 pub mod notify;
 pub mod records;
 pub mod ring;
+pub mod sampler;
 pub mod symbolize;
 pub mod symbols;
 pub mod sys;
