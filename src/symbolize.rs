@@ -200,6 +200,11 @@ impl AddressSpaces {
         Ok(())
     }
 
+    /// Whether process `pid` is known (from records or [`attach`](Self::attach)).
+    pub fn knows(&self, pid: u32) -> bool {
+        self.procs.contains_key(&pid)
+    }
+
     /// Adds an executable mapping to process `pid` by hand.
     pub fn insert(&mut self, pid: u32, mapping: MappedFile) {
         self.procs.entry(pid).or_default().insert(mapping);

@@ -25,7 +25,9 @@
 //! use perfring::symbolize::{AddressSpaces, Symbolizer};
 //!
 //! let graph: CallGraph = "dwarf,16384".parse()?;
-//! let builder = graph.configure(perfring::Counter::builder("cpu-clock:u")?.period(100_000));
+//! let builder = graph
+//!     .configure(perfring::Counter::builder("cpu-clock:u")?.period(100_000))
+//!     .track_tasks(true); // MMAP2, COMM, FORK, EXIT for the address spaces
 //! let (mut spaces, mut unwinder, mut names) = (AddressSpaces::new(), Unwinder::new(), Symbolizer::new());
 //! // For each record drained: spaces.observe(&record); then for a sample `s`:
 //! // let mut raw = Vec::new();
@@ -115,8 +117,11 @@ impl std::str::FromStr for CallGraph {
 }
 
 impl CallGraph {
-    /// Adds what this mode samples to `builder`'s `sample_type` (keeping the rest) and
-    /// asks for `MMAP2`/`COMM`/`FORK`/`EXIT` records, which [`AddressSpaces`] needs.
+    /// Adds what this mode samples to `builder`'s `sample_type` (keeping the rest).
+    ///
+    /// [`AddressSpaces`] also needs `MMAP2`/`COMM`/`FORK`/`EXIT` records: ask for them
+    /// on this counter with [`Builder::track_tasks`], or get them from a tracking
+    /// counter (the [`Sampler`](crate::sampler::Sampler) opens one).
     ///
     /// # Errors
     /// [`ErrorKind::Unsupported`] for `dwarf` on an architecture whose registers
@@ -140,7 +145,7 @@ impl CallGraph {
     /// DWARF support, `dwarf` samples no user stack and stacks have kernel frames only.
     pub fn configure(self, builder: Builder) -> Builder {
         let current = SampleType::from_bits(builder.attr().sample_type);
-        let mut b = builder.track_tasks(true);
+        let mut b = builder;
         match self {
             CallGraph::Fp => b.sample(current | SampleType::TID | SampleType::CALLCHAIN),
             CallGraph::Dwarf { stack_bytes } => {
@@ -544,7 +549,6 @@ mod tests {
         assert!(t.contains(SampleType::IP | SampleType::TIME | SampleType::STACK_USER));
         assert_eq!(b.attr().sample_stack_user, 1024);
         assert_eq!(b.attr().exclude_callchain_user(), 1);
-        assert_eq!(b.attr().mmap2(), 1);
     }
 
     #[test]

@@ -162,7 +162,8 @@ fn run(prog: &Path, args: &[&str], event: Event, graph: CallGraph, build_id: boo
             .period(1)
             .sample(SampleType::IP | SampleType::TID)
             .exclude_kernel(true)
-            .enable_on_exec(true),
+            .enable_on_exec(true)
+            .track_tasks(true),
     );
     if build_id {
         builder.attr_mut().set_build_id(1);
