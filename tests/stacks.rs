@@ -453,3 +453,116 @@ fn rust_frames_are_demangled() {
         }
     }
 }
+
+fn watch(args: &[&str]) -> std::process::Output {
+    Process::new(env!("CARGO_BIN_EXE_perfring"))
+        .arg("watch")
+        .args(args)
+        .output()
+        .expect("run perfring")
+}
+
+/// `watch --call-graph dwarf --json`: each overflow line's "stack" is leaf, mid, top,
+/// main (innermost first), each frame with ip, sym, off, file, line, inlined, dso.
+#[test]
+fn watch_json_lines_carry_the_stack() {
+    let prog = stack_prog(false);
+    let n = N.to_string();
+    let out = watch(&[
+        "-e",
+        "mem:leaf:x",
+        "--call-graph",
+        "dwarf,4096",
+        "--json",
+        "--",
+        prog.to_str().unwrap(),
+        "stack",
+        &n,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let overflows: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["type"] == "overflow").collect();
+    assert_eq!(overflows.len(), N, "{text}");
+    for o in overflows {
+        let stack = o["stack"].as_array().unwrap();
+        let syms: Vec<&str> = stack
+            .iter()
+            .filter(|f| f["inlined"] == false)
+            .map(|f| f["sym"].as_str().unwrap_or("?"))
+            .take(4)
+            .collect();
+        assert_eq!(syms, ["leaf", "mid", "top", "main"], "{o}");
+        assert_eq!(stack[0]["ip"], o["ip"]);
+        assert_eq!(stack[0]["off"], 0);
+        assert!(stack[0]["line"].as_u64().unwrap() > 0);
+        assert!(stack[0]["file"].as_str().unwrap().ends_with("stack-nofp.c"));
+        assert_eq!(stack[0]["dso"].as_str(), prog.to_str());
+    }
+    let summary = lines.last().unwrap();
+    assert_eq!(summary["lost"], 0);
+}
+
+#[test]
+fn watch_g_prints_the_stack_indented_under_each_line() {
+    let prog = stack_prog(true);
+    let off = after_prologue(&prog, "leaf");
+    let out = watch(&[
+        "-e",
+        &format!("mem:leaf+{off}:x"),
+        "-g",
+        "--",
+        prog.to_str().unwrap(),
+        "stack",
+        "2",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    let firsts: Vec<usize> = (0..lines.len())
+        .filter(|&i| lines[i].contains("mem:leaf+"))
+        .collect();
+    assert_eq!(firsts.len(), 2, "{text}");
+    for i in firsts {
+        let frames: Vec<&str> = lines[i + 1..i + 5]
+            .iter()
+            .map(|l| {
+                assert!(l.starts_with("    "), "{text}");
+                l.split_whitespace().nth(1).unwrap()
+            })
+            .collect();
+        assert_eq!(frames[0], format!("leaf+{off:#x}"), "{text}");
+        assert_eq!(
+            frames[1..]
+                .iter()
+                .map(|f| f.split('+').next().unwrap())
+                .collect::<Vec<_>>(),
+            ["mid", "top", "main"],
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn watch_refuses_an_unknown_call_graph_mode() {
+    let out = watch(&["--call-graph", "lbr", "-e", "cpu-clock", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("'lbr' is not a call graph mode") && err.contains("dwarf,BYTES"),
+        "{err}"
+    );
+}

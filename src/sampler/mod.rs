@@ -351,7 +351,17 @@ impl Sampler {
                 n += 1;
             }
         }
+        // The tracking rings first: a sample's MMAP2/COMM/FORK come before it in time,
+        // and a reader naming samples needs them first (rings are kept unordered).
+        let tracking: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| self.slots[i].event.is_none() && !self.slots[i].closed)
+            .collect();
         let (mut sink, poller, muted) = self.sink();
+        for slot in tracking {
+            n += poller.drain(Token(slot as u64), |t, raw| {
+                sink.record(t.0 as usize, raw.bytes(), f)
+            });
+        }
         n += poller.drain_all(|t, raw| sink.record(t.0 as usize, raw.bytes(), f));
         for (slot, _, ring) in muted.iter_mut() {
             let mut batch = ring.batch();
