@@ -604,6 +604,73 @@ mod tests {
         assert!(p.mapping_of(0xfff).is_none());
     }
 
+    /// Exec forgets the old image, fork copies the parent's map, a later mmap (dlopen)
+    /// adds to it, exit keeps it: all from records.
+    #[test]
+    fn address_spaces_follow_the_records() {
+        use crate::records::encode::{self, Ids};
+        use crate::records::{Layout, Mmap2, Task};
+        let layout = Layout::from_raw(0, 0, 0, 0, 0, false).unwrap();
+        let ids = Ids::default();
+        let mut out = Vec::new();
+        let mmap2 = |out: &mut Vec<u8>, pid: u32, addr: u64, prot: u32, name: &[u8]| {
+            let m = Mmap2 {
+                pid,
+                tid: pid,
+                addr,
+                len: 0x1000,
+                pgoff: 0x2000,
+                file: Mmap2File::BuildId(&[0xab; 20]),
+                prot,
+                flags: 0,
+                filename: name,
+            };
+            let misc = crate::sys::PERF_RECORD_MISC_MMAP_BUILD_ID as u16;
+            encode::record_kind(out, &layout, misc, &RecordKind::Mmap2(m), &ids);
+        };
+        let task = |pid, ppid| Task {
+            pid,
+            ppid,
+            tid: pid,
+            ptid: ppid,
+            time: 0,
+        };
+        mmap2(&mut out, 10, 0x1000, PROT_EXEC, b"/old/image");
+        let exec = crate::sys::PERF_RECORD_MISC_COMM_EXEC as u16;
+        encode::comm(&mut out, &layout, exec, 10, 10, b"prog", &ids);
+        mmap2(&mut out, 10, 0x4000, PROT_EXEC, b"/bin/prog");
+        mmap2(&mut out, 10, 0x8000, 0x1, b"/data/not-code");
+        encode::record_kind(&mut out, &layout, 0, &RecordKind::Fork(task(11, 10)), &ids);
+        mmap2(&mut out, 11, 0x9000, PROT_EXEC, b"/lib/dlopened.so");
+        encode::record_kind(&mut out, &layout, 0, &RecordKind::Exit(task(11, 11)), &ids);
+        let mut spaces = AddressSpaces::new();
+        for rec in Record::iter(&out, &layout) {
+            assert!(spaces.observe(&rec.unwrap()));
+        }
+        let parent = spaces.process(10).unwrap();
+        assert_eq!(parent.comm(), Some("prog"));
+        let paths: Vec<_> = parent
+            .mappings()
+            .map(|m| m.path.to_str().unwrap())
+            .collect();
+        assert_eq!(
+            paths,
+            ["/bin/prog"],
+            "exec forgot the old image; data is not code"
+        );
+        let child = spaces.process(11).unwrap();
+        assert!(child.exited());
+        let m = spaces.mapping(11, 0x9010).unwrap();
+        assert_eq!(&*m.path, Path::new("/lib/dlopened.so"));
+        assert_eq!(m.file_offset(0x9010), 0x2010);
+        assert_eq!(m.build_id.as_deref(), Some(&[0xab; 20][..]));
+        assert!(
+            spaces.mapping(11, 0x4000).is_some(),
+            "the fork copied the parent's map"
+        );
+        assert!(spaces.mapping(10, 0x9010).is_none(), "not the parent's");
+    }
+
     #[test]
     fn frames_display_as_perf_script_does() {
         let f = Frame {

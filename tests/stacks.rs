@@ -566,3 +566,36 @@ fn watch_refuses_an_unknown_call_graph_mode() {
         "{err}"
     );
 }
+
+/// A mapping whose build id (as the kernel reported it) is not the file's on disk is
+/// not named from that file: a rebuilt program would give wrong names.
+#[test]
+fn a_file_with_another_build_id_is_not_used_for_names() {
+    use perfring::symbolize::MappedFile;
+    use perfring::unwind::RawFrame;
+    let prog = stack_prog(true);
+    let symbols = Symbols::load(&prog).unwrap();
+    let leaf = symbols.find("leaf").unwrap().addr;
+    let off = symbols.file_offset(leaf).unwrap();
+    let page = off & !0xfff;
+    let mapping = |build_id: Option<Vec<u8>>| MappedFile {
+        start: 0x10_0000,
+        end: 0x10_0000 + 0x1000,
+        pgoff: page,
+        path: prog.as_path().into(),
+        build_id,
+    };
+    let ip = 0x10_0000 + (off - page);
+    let mut names = Symbolizer::new();
+    for (pid, id, named) in [(1, None, true), (2, Some(vec![0u8; 20]), false)] {
+        let mut spaces = AddressSpaces::new();
+        spaces.insert(pid, mapping(id));
+        let frames = names.frames(&spaces, pid, &[RawFrame::user(ip)]);
+        assert_eq!(
+            frames[0].sym.as_deref() == Some("leaf"),
+            named,
+            "{frames:?}"
+        );
+        assert_eq!(frames[0].dso.as_deref(), prog.to_str());
+    }
+}
