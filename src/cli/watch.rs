@@ -328,7 +328,10 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     // The sampler opens, per thread or inherited with an anchor ring, and follows
     // threads created later; a budget makes it per thread (REFRESH is EINVAL on
     // inherited counters).
-    let mut setup = Sampler::builder(target).ring_size(RingSize::Pages(args.pages.unwrap_or(64)));
+    // One period per thread however it migrates (exact N/P), as watch always counted.
+    let mut setup = Sampler::builder(target)
+        .ring_size(RingSize::Pages(args.pages.unwrap_or(64)))
+        .exact_periods(true);
     for (b, spec) in builders.into_iter().zip(&specs) {
         events.push(Watched {
             name: spec.clone(),
