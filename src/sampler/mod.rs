@@ -424,15 +424,17 @@ impl Sampler {
         }
         // The tracking rings first: a sample's MMAP2/COMM/FORK come before it in time,
         // and a reader naming samples needs them first (rings are kept unordered).
-        let tracking: Vec<usize> = (0..self.slots.len())
-            .filter(|&i| self.slots[i].event.is_none() && !self.slots[i].closed)
-            .collect();
-        let (mut sink, poller, muted) = self.sink();
-        for slot in tracking {
+        // (By index, allocating nothing.)
+        for slot in 0..self.slots.len() {
+            if self.slots[slot].event.is_some() || self.slots[slot].closed {
+                continue;
+            }
+            let (mut sink, poller, _) = self.sink();
             n += poller.drain(Token(slot as u64), |t, raw| {
                 sink.record(t.0 as usize, raw.bytes(), f)
             });
         }
+        let (mut sink, poller, muted) = self.sink();
         n += poller.drain_all(|t, raw| sink.record(t.0 as usize, raw.bytes(), f));
         for (slot, _, ring) in muted.iter_mut() {
             let mut batch = ring.batch();
