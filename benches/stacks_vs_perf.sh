@@ -62,7 +62,10 @@ for mode in fp dwarf; do
     flag=(-g); [ "$mode" = dwarf ] && flag=(--call-graph dwarf)
     read -r wall1 cpu1 < <(timed "$dir/record.txt" perf record -q -e cpu-clock:u -c "$PERIOD" \
         "${flag[@]}" -o "$dir/perf.data" -- "$dir/busy" "$N")
-    lost=$(perf report -i "$dir/perf.data" --stats 2>/dev/null | awk '/LOST/ {s += $NF} END {print s + 0}')
+    # perf's --stats lists LOST and LOST_SAMPLES counts (records, then samples in the
+    # aggregated section): the largest is the closest to samples lost.
+    lost=$(perf report -i "$dir/perf.data" --stats 2>/dev/null |
+        awk '/LOST/ {for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/) { if ($i > m) m = $i; break }} END {print m + 0}')
     read -r wall2 cpu2 < <(timed "$dir/script.txt" perf script -i "$dir/perf.data")
     samples=$(grep -c 'cpu-clock' "$dir/script.txt" || true)
     # The first frame line after each sample header.
