@@ -263,7 +263,8 @@ Options:
                        functions, from records, even after the process exits.
                        Text: one indented line per frame; JSON: \"stack\":
                        [{\"ip\",\"sym\",\"off\",\"file\",\"line\",\"inlined\",\"dso\"}...],
-                       innermost first
+                       innermost first. A dwarf sample is BYTES + ~100 bytes:
+                       at high rates give a bigger ring (-m 512)
   -p, --pid PID        Watch a running process's threads
   -t, --tid TID        Watch a thread
   -C, --cpu CPU        Watch a CPU (needs perf_event_paranoid <= 0 or root)
