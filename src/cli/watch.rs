@@ -368,10 +368,9 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
         naming.read_at.insert(pid as u32, Instant::now());
     }
     if let Some(pid) = args.pid {
-        eprintln!(
-            "perfring: attached to process {pid} ({} threads); following new ones",
-            sampler.threads().count()
-        );
+        let n = sampler.threads().count();
+        let s = if n == 1 { "" } else { "s" };
+        eprintln!("perfring: attached to process {pid} ({n} thread{s}); following new ones");
     }
     let mut state = State {
         args,

@@ -3,6 +3,7 @@
 //! [`super`] for why this order and what it guarantees).
 
 use std::collections::{HashMap, HashSet};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use super::drain::{Slot, TaskQueue};
@@ -170,6 +171,7 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
         },
         exact_periods: cfg.exact_periods,
         leader_of: cfg.leader_of.clone(),
+        cpu_rings: HashMap::new(),
         muted: Vec::new(),
         attached: HashSet::new(),
         threads: Threads::with_capacity(64),
@@ -354,10 +356,44 @@ impl Sampler {
         for t in targets {
             let counter = b.clone().target(t).open()?;
             self.note_id(None, &counter)?;
+            if let crate::Target::ThreadOnCpu(_, c) = t {
+                if self.share_cpu_ring(None, c, &counter)? {
+                    self.inherited.push((None, counter));
+                    continue;
+                }
+            }
             let ring = Ring::map(&counter, self.tracking_size)?;
             self.register(None, owner, counter, ring, Start::Later, arm)?;
+            if let crate::Target::ThreadOnCpu(_, c) = t {
+                self.cpu_rings.insert((None, c), self.slots.len() - 1);
+            }
         }
         Ok(())
+    }
+
+    /// Points a per-CPU inherited `counter` of `event` (`None`: tracking) on CPU `cpu`
+    /// at the ring that CPU already has for it, if any (`true`): every root's counters
+    /// on one CPU share it, as `perf record` does, so there is still one writer per CPU
+    /// and rings grow with CPUs, not with roots. Keep the counter in `inherited`.
+    fn share_cpu_ring(
+        &mut self,
+        event: Option<usize>,
+        cpu: i32,
+        counter: &Counter,
+    ) -> Result<bool> {
+        let Some(&slot) = self.cpu_rings.get(&(event, cpu)) else {
+            return Ok(false);
+        };
+        let owner = self
+            .poller
+            .counter(Token(slot as u64))
+            .or_else(|| self.muted.iter().find(|m| m.0 == slot).map(|m| &m.1));
+        let Some(owner) = owner else {
+            return Ok(false);
+        };
+        counter.set_output(owner.as_fd())?;
+        self.armed.arm(&self.notify, counter, Token(slot as u64))?;
+        Ok(true)
     }
 
     /// Inherited counters for every event on root thread `tid`: one per CPU with a ring
@@ -366,6 +402,7 @@ impl Sampler {
     ///
     /// [`SamplerBuilder::exact_periods`]: super::SamplerBuilder::exact_periods
     pub(super) fn open_root(&mut self, tid: libc::pid_t) -> Result<()> {
+        self.threads.entry(None, tid as u32);
         let cpus = self.cpus.clone();
         // Per CPU (or once, for exact periods): which counter each event got there.
         let mut opened = vec![vec![None; self.builders.len()]; cpus.len().max(1)];
@@ -376,13 +413,19 @@ impl Sampler {
                     let b = self.join_group(i, b, &opened[k]);
                     let counter = b.open()?;
                     self.note_id(Some(i), &counter)?;
+                    let on_exec = b.attr().enable_on_exec() != 0;
+                    if self.share_cpu_ring(Some(i), c, &counter)? {
+                        if !on_exec {
+                            counter.enable()?;
+                        }
+                        self.inherited.push((Some(i), counter));
+                        opened[k][i] = Some(self.last_counter(true));
+                        continue;
+                    }
                     let ring = Ring::map(&counter, self.size)?;
-                    let start = if b.attr().enable_on_exec() == 0 {
-                        Start::Now
-                    } else {
-                        Start::Later
-                    };
+                    let start = if on_exec { Start::Later } else { Start::Now };
                     self.register(Some(i), None, counter, ring, start, true)?;
+                    self.cpu_rings.insert((Some(i), c), self.slots.len() - 1);
                     opened[k][i] = Some(self.last_counter(false));
                 }
                 continue;

@@ -40,9 +40,10 @@
 //!   always exact.)
 //!
 //!   Rings: the kernel writes a ring with CPU-local atomics, assuming one writer per
-//!   CPU, so inherited counters are opened once per CPU (`pid`, `cpu`), each with its
-//!   ring, as `perf record` does — the tracking counter always, the events by default.
-//!   A thread's period then restarts on each CPU it runs on. With
+//!   CPU, so inherited counters are opened once per CPU (`pid`, `cpu`), and every
+//!   root's counters on one CPU write to that CPU's ring (`SET_OUTPUT`), as `perf
+//!   record` does — the tracking counter always, the events by default. Rings grow
+//!   with CPUs, not threads. A thread's period then restarts on each CPU it runs on. With
 //!   [`SamplerBuilder::exact_periods`] each event is one counter per root writing,
 //!   with every inheriting thread, into an anchor ring ([`Ring::map_inherited`]): one
 //!   period per thread however it migrates (exact `N/P`), but overflows that coincide
@@ -314,6 +315,9 @@ pub struct Sampler {
     cpus: Vec<i32>,
     exact_periods: bool,
     leader_of: Vec<Option<usize>>,
+    /// `(event or tracking, CPU)` → the slot whose ring that CPU's inherited counters
+    /// of every root write to.
+    cpu_rings: HashMap<(Option<usize>, i32), usize>,
     /// Rings no longer polled (their task exited and epoll would report `EPOLLHUP` on
     /// every wait) but still drained: inherited copies may still write to them.
     muted: Vec<(usize, Counter, Ring)>,
@@ -603,6 +607,12 @@ impl Sampler {
     /// tracking counters), closed ones included.
     pub fn counters(&self) -> usize {
         self.slots.len() + self.inherited.len()
+    }
+
+    /// Number of rings mapped (closed ones included): per event and CPU for inherited
+    /// counters, per event and thread in per-thread mode, plus the tracking rings.
+    pub fn rings(&self) -> usize {
+        self.slots.len()
     }
 
     /// Threads reported by `FORK` that exited before their counters could be opened
