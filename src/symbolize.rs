@@ -353,6 +353,10 @@ struct Named {
 /// Files are read on first use (blazesym keeps them open and parsed); a file that
 /// cannot be read, or whose build id differs from the one the kernel reported,
 /// gives frames with a `dso` and no `sym`.
+///
+/// Not `Send` (blazesym's state is reference-counted): to name samples off the
+/// draining thread, create the symbolizer on the naming thread and send it the raw
+/// frames and the address-space records.
 pub struct Symbolizer {
     inner: blazesym::symbolize::Symbolizer,
     cache: HashMap<(Arc<Path>, u64), Arc<[Named]>>,
@@ -692,3 +696,11 @@ mod tests {
         assert_eq!(unknown.to_string(), "0x10 in /x");
     }
 }
+
+// Address spaces and unwinders move between threads; a `Symbolizer` does not (blazesym
+// keeps `Rc`s), so a thread that names samples creates its own.
+const _: () = {
+    const fn send<T: Send>() {}
+    send::<AddressSpaces>();
+    send::<crate::unwind::Unwinder>();
+};
