@@ -571,6 +571,14 @@ fn push(out: &mut Vec<Frame>, raw: RawFrame, adjust: u64, named: &[Named], dso: 
     }
 }
 
+// Address spaces and unwinders move between threads; a `Symbolizer` does not (blazesym
+// keeps `Rc`s), so a thread that names samples creates its own.
+const _: () = {
+    const fn send<T: Send>() {}
+    send::<AddressSpaces>();
+    send::<crate::unwind::Unwinder>();
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -696,11 +704,3 @@ mod tests {
         assert_eq!(unknown.to_string(), "0x10 in /x");
     }
 }
-
-// Address spaces and unwinders move between threads; a `Symbolizer` does not (blazesym
-// keeps `Rc`s), so a thread that names samples creates its own.
-const _: () = {
-    const fn send<T: Send>() {}
-    send::<AddressSpaces>();
-    send::<crate::unwind::Unwinder>();
-};
