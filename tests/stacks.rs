@@ -599,3 +599,46 @@ fn a_file_with_another_build_id_is_not_used_for_names() {
         assert_eq!(frames[0].dso.as_deref(), prog.to_str());
     }
 }
+
+/// The same through the library's sampler: its tracking counter's records feed the
+/// address spaces, each sample of the event is unwound and named in the drain callback.
+#[test]
+fn sampler_samples_carry_named_stacks() {
+    use perfring::sampler::{Sampler, Target as SamplerTarget};
+    let prog = stack_prog(false);
+    let event = CallGraph::Dwarf { stack_bytes: 4096 }.configure(
+        Counter::builder_for(breakpoint(&prog, "mem:leaf:x"))
+            .period(1)
+            .sample(SampleType::IP | SampleType::TID)
+            .exclude_kernel(true),
+    );
+    let command = Command::new(&prog)
+        .args(["stack", &N.to_string()])
+        .no_aslr(true);
+    let mut sampler = Sampler::builder(SamplerTarget::Command(command))
+        .event(event)
+        .start()
+        .unwrap();
+    let (mut spaces, mut unwinder, mut symbolizer) =
+        (AddressSpaces::new(), Unwinder::new(), Symbolizer::new());
+    let mut stacks = Vec::new();
+    let mut on_record = |d: perfring::sampler::Delivery<'_>| {
+        spaces.observe(&d.record);
+        if let (Some(0), RecordKind::Sample(s)) = (d.event, d.record.kind()) {
+            let mut raw = Vec::new();
+            unwinder.sample_frames(&spaces, s, &mut raw);
+            stacks.push(names(&symbolizer.frames(&spaces, s.pid().unwrap(), &raw)));
+        }
+    };
+    while sampler.target_ended().unwrap().is_none() {
+        sampler
+            .poll(Some(std::time::Duration::from_millis(20)), &mut on_record)
+            .unwrap();
+    }
+    sampler.drain(&mut on_record).unwrap();
+    assert_eq!(sampler.stats().lost, 0);
+    assert_eq!(stacks.len(), N);
+    for s in &stacks {
+        assert_eq!(s, &["leaf", "mid", "top", "main"]);
+    }
+}
