@@ -5,3 +5,7 @@
 #include <linux/fcntl.h>
 /* siginfo_t as the kernel fills it, for si_perf_data/si_perf_type (TRAP_PERF). */
 #include <asm/siginfo.h>
+/* PERF_REG_X86_*: the register numbers of sample_regs_user, for unwinding user stacks. */
+#if defined(__x86_64__)
+#include <asm/perf_regs.h>
+#endif

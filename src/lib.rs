@@ -16,9 +16,11 @@ pub mod notify;
 pub mod records;
 pub mod ring;
 pub mod sampler;
+pub mod symbolize;
 pub mod symbols;
 pub mod sys;
 pub mod trigger;
+pub mod unwind;
 
 pub use counter::{Builder, Count, Counter, Group, GroupCounts, ReadFormat, SampleType, Target};
 pub use error::{Error, ErrorKind, Result};

@@ -1,5 +1,10 @@
 //! Symbols: from names in an ELF file to addresses in a process, and back.
 //!
+//! Symbol tables are read by [`blazesym`] (`.symtab` and `.dynsym`); program headers,
+//! which blazesym does not expose, by `object`; `/proc/PID/maps` is parsed here (blazesym
+//! parses it only inside its own process symbolizer). Naming the frames of samples,
+//! with DWARF lines and inlined functions, is [`symbolize`](crate::symbolize)'s job.
+//!
 //! - [`Symbols`]: the function and object symbols of one ELF file (`.symtab` and
 //!   `.dynsym`), its type (fixed-address `ET_EXEC` or relocatable `ET_DYN`, i.e. PIE or
 //!   shared object) and its `PT_LOAD` segments, which map virtual addresses to file
@@ -29,7 +34,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use object::read::elf::{ElfFile, FileHeader, ProgramHeader};
-use object::{Endianness, Object, ObjectSymbol, SymbolKind};
+use object::Endianness;
 
 use crate::event::names::did_you_mean;
 use crate::event::{Access, Event, Sysfs};
@@ -145,8 +150,72 @@ fn headers<Elf: FileHeader<Endian = Endianness>>(f: &ElfFile<'_, Elf>) -> Header
     }
 }
 
+/// The ELF type and program headers (via `object`: blazesym does not expose them).
+fn elf_headers(path: &Path, data: &[u8]) -> Result<(ElfType, Headers)> {
+    let file = object::File::parse(data).map_err(|e| {
+        elf_error(path, format!("not an ELF file ({e})"))
+            .with_fix("give an ELF executable or shared library")
+    })?;
+    let h = match &file {
+        object::File::Elf32(f) => headers(f),
+        object::File::Elf64(f) => headers(f),
+        _ => {
+            return Err(elf_error(path, "not an ELF file")
+                .with_fix("give an ELF executable or shared library"))
+        }
+    };
+    let elf_type = match h.elf_type {
+        object::elf::ET_EXEC => ElfType::Executable,
+        object::elf::ET_DYN => ElfType::Dynamic,
+        other => {
+            return Err(elf_error(
+                path,
+                format!("ELF type {other} is neither an executable nor a shared object"),
+            ))
+        }
+    };
+    Ok((elf_type, h))
+}
+
+/// The defined function and data symbols of `.symtab` and `.dynsym`, read by blazesym,
+/// sorted by (address, name) without duplicates.
+fn elf_symbols(path: &Path) -> Result<Vec<Symbol>> {
+    use blazesym::inspect::{source, Inspector};
+    let mut elf = source::Elf::new(path);
+    // The ELF symbol tables: DWARF has no data symbols.
+    elf.debug_syms = false;
+    let mut symbols = Vec::new();
+    Inspector::new()
+        .for_each(&source::Source::Elf(elf), |s| {
+            let kind = match s.sym_type {
+                blazesym::SymType::Function => Some(SymbolType::Function),
+                blazesym::SymType::Variable => Some(SymbolType::Object),
+                _ => None,
+            };
+            if let Some(kind) = kind.filter(|_| !s.name.is_empty()) {
+                let raw = &*s.name;
+                symbols.push(Symbol {
+                    name: rustc_demangle::try_demangle(raw)
+                        .map(|d| format!("{d:#}"))
+                        .unwrap_or_else(|_| raw.to_string()),
+                    raw_name: raw.to_string(),
+                    addr: s.addr,
+                    size: s.size.unwrap_or(0) as u64,
+                    kind,
+                });
+            }
+            std::ops::ControlFlow::Continue(())
+        })
+        .map_err(|e| elf_error(path, format!("its symbol tables cannot be read ({e})")))?;
+    symbols.sort_by(|a, b| (a.addr, &a.raw_name).cmp(&(b.addr, &b.raw_name)));
+    // .dynsym repeats .symtab entries.
+    symbols.dedup_by(|a, b| a.addr == b.addr && a.raw_name == b.raw_name);
+    Ok(symbols)
+}
+
 impl Symbols {
-    /// Reads `path`'s symbol tables (`.symtab`, then `.dynsym`) and program headers.
+    /// Reads `path`'s symbol tables (`.symtab` and `.dynsym`, through blazesym) and
+    /// program headers.
     ///
     /// Only defined function and object symbols with a name are kept; a stripped file
     /// still has its dynamic (exported) symbols.
@@ -170,67 +239,14 @@ impl Symbols {
             .with_fix("check the path of the program or library")
             .with_source(e)
         })?;
-        Symbols::parse(path, &data)
-    }
-
-    /// As [`load`](Self::load), from the file's bytes; `path` is the name to report.
-    ///
-    /// # Errors
-    /// [`ErrorKind::BadEvent`] if `data` is not an ELF file.
-    pub fn parse(path: impl AsRef<Path>, data: &[u8]) -> Result<Symbols> {
-        let path = path.as_ref();
-        let file = object::File::parse(data).map_err(|e| {
-            elf_error(path, format!("not an ELF file ({e})"))
-                .with_fix("give an ELF executable or shared library")
-        })?;
-        let h = match &file {
-            object::File::Elf32(f) => headers(f),
-            object::File::Elf64(f) => headers(f),
-            _ => {
-                return Err(elf_error(path, "not an ELF file")
-                    .with_fix("give an ELF executable or shared library"))
-            }
-        };
-        let elf_type = match h.elf_type {
-            object::elf::ET_EXEC => ElfType::Executable,
-            object::elf::ET_DYN => ElfType::Dynamic,
-            other => {
-                return Err(elf_error(
-                    path,
-                    format!("ELF type {other} is neither an executable nor a shared object"),
-                ))
-            }
-        };
-        let mut symbols: Vec<Symbol> = file
-            .symbols()
-            .chain(file.dynamic_symbols())
-            .filter(|s| s.is_definition())
-            .filter_map(|s| {
-                let kind = match s.kind() {
-                    SymbolKind::Text => SymbolType::Function,
-                    SymbolKind::Data => SymbolType::Object,
-                    _ => return None,
-                };
-                let raw = s.name().ok().filter(|n| !n.is_empty())?;
-                Some(Symbol {
-                    name: rustc_demangle::try_demangle(raw)
-                        .map(|d| format!("{d:#}"))
-                        .unwrap_or_else(|_| raw.to_string()),
-                    raw_name: raw.to_string(),
-                    addr: s.address(),
-                    size: s.size(),
-                    kind,
-                })
-            })
-            .collect();
-        symbols.sort_by(|a, b| (a.addr, &a.raw_name).cmp(&(b.addr, &b.raw_name)));
-        // .dynsym repeats .symtab entries.
-        symbols.dedup_by(|a, b| a.addr == b.addr && a.raw_name == b.raw_name);
+        let h = elf_headers(path, &data)?;
+        drop(data);
+        let symbols = elf_symbols(path)?;
         Ok(Symbols {
             path: path.to_owned(),
-            elf_type,
-            has_interpreter: h.has_interpreter,
-            segments: h.segments,
+            elf_type: h.0,
+            has_interpreter: h.1.has_interpreter,
+            segments: h.1.segments,
             symbols,
         })
     }
@@ -358,11 +374,20 @@ impl Symbols {
     /// The kernel maps each segment from the page holding `p_offset` to the page holding
     /// `bias + p_vaddr`, so `bias = start + (p_offset - offset) - p_vaddr` for the
     /// segment whose page-aligned file range begins at `offset`.
+    ///
+    /// Segments can share a page (one ends and the next begins in it): the segment
+    /// whose aligned start is exactly `offset` wins over one that merely covers it.
     pub fn bias_of_mapping(&self, start: u64, offset: u64) -> Option<u64> {
-        let seg = self.segments.iter().find(|s| {
-            let first = s.offset & !(PAGE - 1);
-            first <= offset && offset < s.offset + s.filesz.max(1)
-        })?;
+        let seg = self
+            .segments
+            .iter()
+            .find(|s| s.offset & !(PAGE - 1) == offset)
+            .or_else(|| {
+                self.segments.iter().find(|s| {
+                    let first = s.offset & !(PAGE - 1);
+                    first <= offset && offset < s.offset + s.filesz.max(1)
+                })
+            })?;
         Some(
             start
                 .wrapping_add(seg.offset)
@@ -748,7 +773,8 @@ fn symbol_and_offset<'a>(spec: &str, s: &'a str) -> Result<(&'a str, u64)> {
 ///
 /// | form | meaning |
 /// | --- | --- |
-/// | `mem:SYMBOL[+OFF][/LEN][:ACCESS][:MODS]` | a breakpoint on a symbol of the target's program |
+/// | `mem:SYMBOL[+OFF][/LEN][:ACCESS][:MODS]` | a breakpoint on a symbol of the target's program (for a running process: else of the first loaded object defining it) |
+/// | `mem:OBJECT:SYMBOL[+OFF][/LEN][:ACCESS][:MODS]` | the same in a loaded object of a running process: `mem:libc.so.6:malloc:x`, `mem:libc:malloc:x` (file-name stem) or its full path |
 /// | `uprobe:PATH:SYMBOL[+OFF]` | a uprobe on a function of any ELF file |
 /// | `uprobe:PATH+0xOFFSET` | a uprobe at a file offset (how uprobe events print) |
 ///
@@ -756,7 +782,11 @@ fn symbol_and_offset<'a>(spec: &str, s: &'a str) -> Result<(&'a str, u64)> {
 /// modifiers (`u`, `k`, ...), e.g. `mem:counter:w:u` ignores the kernel's own writes. The length defaults
 /// to `sizeof(long)` for `x`, else to the symbol's size if it is 1, 2, 4 or 8 bytes,
 /// else to 4 (perf's default). A `mem:` address comes from `image`: a spawned program's
-/// link-time address plus its no-ASLR base, or a process's mapping of its executable.
+/// link-time address plus its no-ASLR base, or a process's mapping of the object.
+/// `OBJECT` is told from a symbol by a `.` or `/` in it and by what follows it: a field
+/// that is neither an access (`r`, `w`, `rw`, `x`) nor perf modifiers, so
+/// `mem:OBJECT:SYMBOL` needs a symbol whose name is not made only of those letters. A spawned program's libraries are not
+/// loaded yet, so only the program itself may be named there (a uprobe works in them).
 /// Everything else, numeric `mem:0x…` included, goes to [`Event::parse`].
 ///
 /// # Errors
@@ -789,6 +819,19 @@ pub fn resolve_event_in(spec: &str, image: &TargetImage, sysfs: &Sysfs) -> Resul
         return Event::parse_in(spec, sysfs);
     }
     let rest = &spec["mem:".len()..];
+    // mem:OBJECT:SYMBOL…: an object name has a '.' or '/' and is followed by a field
+    // that is neither a breakpoint access nor perf modifiers.
+    let (object, rest) = match rest.split_once(':') {
+        Some((object, after))
+            if object.contains(['.', '/']) && {
+                let next = after.split(':').next().unwrap_or("");
+                !next.is_empty() && access(next).is_none() && !is_modifiers(next)
+            } =>
+        {
+            (Some(object), after)
+        }
+        _ => (None, rest),
+    };
     // mem:SYMBOL[+OFF][/LEN][:ACCESS][:MODIFIERS]
     let (rest, tail) = rest.split_once(':').unwrap_or((rest, ""));
     let (acc, mods) = match tail.split_once(':') {
@@ -822,33 +865,93 @@ pub fn resolve_event_in(spec: &str, image: &TargetImage, sysfs: &Sysfs) -> Resul
         None => (rest, None),
     };
     let (name, off) = symbol_and_offset(spec, rest)?;
-    let (symbols, bias) = match image {
-        TargetImage::None => {
+    let (symbols, bias) = match (image, object) {
+        (TargetImage::None, _) => {
             return Err(bad(
                 spec,
                 format!("'{name}' is a symbol, but there is no program to look it up in"),
                 "give a command (-- PROG ARGS) or a pid (-p PID), or a numeric address mem:0x…",
             ))
         }
-        TargetImage::Spawned(program) => {
+        (TargetImage::Spawned(program), object) => {
+            if let Some(object) = object.filter(|o| !object_matches(program, o)) {
+                return Err(Error::new(
+                    ErrorKind::Unsupported,
+                    format!("resolve '{spec}'"),
+                    format!(
+                        "'{object}' is not {} and is loaded only once the program runs, at an address not known before",
+                        program.display()
+                    ),
+                )
+                .with_fix(format!(
+                    "attach to the running program with -p PID, or probe the library with uprobe:PATH:{name}, which works before it is loaded"
+                )));
+            }
             let s = Symbols::load(program)?;
             let bias = s.no_aslr_bias()?;
             (s, bias)
         }
-        TargetImage::Process(pid) => {
-            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| {
-                Error::new(
-                    ErrorKind::NotFound,
-                    format!("find the executable of process {pid}"),
-                    e.to_string(),
-                )
-                .with_fix("check the pid (ps -e) and that you may trace it")
-                .with_source(e)
-            })?;
+        (TargetImage::Process(pid), None) => {
+            let (exe, bias) = process_exe(*pid)?;
+            if exe.find(name).is_some() {
+                (exe, bias)
+            } else {
+                // Not in the program: the first loaded object that defines it.
+                let maps = ProcessMaps::read(*pid)?;
+                match loaded_objects(&maps)
+                    .into_iter()
+                    .filter_map(|p| load_mapped(&maps, &p).ok())
+                    .find(|s| s.find(name).is_some())
+                {
+                    Some(s) => {
+                        let bias = maps.runtime_addr(&s, 0)?;
+                        (s, bias)
+                    }
+                    // The program's closest names make the best suggestion.
+                    None => (exe, bias),
+                }
+            }
+        }
+        (TargetImage::Process(pid), Some(object)) => {
             let maps = ProcessMaps::read(*pid)?;
-            // The link may name a file since replaced; /proc/PID/exe still opens it.
-            let mut s = Symbols::load(format!("/proc/{pid}/exe"))?;
-            s.path = exe;
+            let objects = loaded_objects(&maps);
+            let found: Vec<&PathBuf> = objects
+                .iter()
+                .filter(|p| object_matches(p, object))
+                .collect();
+            let path = match found[..] {
+                [one] => one,
+                [] => {
+                    let names: Vec<String> = objects
+                        .iter()
+                        .filter_map(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
+                        .collect();
+                    return Err(Error::new(
+                        ErrorKind::NotFound,
+                        format!("resolve '{spec}'"),
+                        format!("process {pid} has no object '{object}' loaded"),
+                    )
+                    .with_fix(match did_you_mean(object, &names) {
+                        Some(hint) => hint,
+                        None => format!("loaded: {}", names.join(", ")),
+                    }));
+                }
+                _ => {
+                    return Err(bad(
+                        spec,
+                        format!(
+                            "'{object}' names several loaded objects: {}",
+                            found
+                                .iter()
+                                .map(|p| p.display().to_string())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                        "give the object's full path, e.g. mem:/usr/lib/x86_64-linux-gnu/libc.so.6:malloc",
+                    ))
+                }
+            };
+            let s = load_mapped(&maps, path)?;
             let bias = maps.runtime_addr(&s, 0)?;
             (s, bias)
         }
@@ -866,6 +969,68 @@ pub fn resolve_event_in(spec: &str, image: &TargetImage, sysfs: &Sysfs) -> Resul
         numeric = format!("{numeric}:{mods}");
     }
     Ok(Event::parse_in(&numeric, sysfs)?.with_name(spec))
+}
+
+/// Whether `s` is a string of perf's event modifiers (`u`, `k`, `pp`, ...).
+fn is_modifiers(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| "ukhHGIpPSDWeb".contains(c))
+}
+
+/// Whether `path` is the object `object` names: its full path, its file name, or a
+/// prefix of its file name ending before a `.` or `-` (`libc.so` for `libc.so.6`).
+fn object_matches(path: &Path, object: &str) -> bool {
+    if path == Path::new(object) {
+        return true;
+    }
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    name == object
+        || name
+            .strip_prefix(object)
+            .is_some_and(|r| r.starts_with('.') || r.starts_with('-'))
+}
+
+/// The distinct files mapped executable in `maps`, in address order.
+fn loaded_objects(maps: &ProcessMaps) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for m in maps.mappings().iter().filter(|m| m.executable) {
+        if !out.contains(&m.path) {
+            out.push(m.path.clone());
+        }
+    }
+    out
+}
+
+/// The symbols of a file mapped in a process, read through `/proc/PID/map_files` when
+/// the path no longer opens (deleted, or in another mount namespace).
+fn load_mapped(maps: &ProcessMaps, path: &Path) -> Result<Symbols> {
+    Symbols::load(path).or_else(|e| {
+        let m = maps.mappings().iter().find(|m| m.path == path).ok_or(e)?;
+        let alias = format!("/proc/{}/map_files/{:x}-{:x}", maps.pid(), m.start, m.end);
+        let mut s = Symbols::load(alias)?;
+        s.path = path.to_owned();
+        Ok(s)
+    })
+}
+
+/// A running process's executable's symbols and load bias.
+fn process_exe(pid: libc::pid_t) -> Result<(Symbols, u64)> {
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).map_err(|e| {
+        Error::new(
+            ErrorKind::NotFound,
+            format!("find the executable of process {pid}"),
+            e.to_string(),
+        )
+        .with_fix("check the pid (ps -e) and that you may trace it")
+        .with_source(e)
+    })?;
+    let maps = ProcessMaps::read(pid)?;
+    // The link may name a file since replaced; /proc/PID/exe still opens it.
+    let mut s = Symbols::load(format!("/proc/{pid}/exe"))?;
+    s.path = exe;
+    let bias = maps.runtime_addr(&s, 0)?;
+    Ok((s, bias))
 }
 
 fn uprobe(spec: &str, rest: &str, sysfs: &Sysfs) -> Result<Event> {

@@ -75,7 +75,7 @@ fn on_member(key: u64, reader: &GroupReader) {
             return;
         }
     };
-    if calls % period != 0 {
+    if !calls.is_multiple_of(period) {
         MISMATCH.fetch_add(1, SeqCst);
     }
     // At the member's overflow (the store of `calls`) the function has not been called

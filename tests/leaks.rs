@@ -185,7 +185,7 @@ fn cycle(i: usize, sig: ThreadSignal, trap: Sigtrap, seen: &mut Seen) {
 
     // Every 50th cycle, the sampler of a command (a child, its pipes, inherited
     // counters and their anchor rings), run to its end.
-    if i % 50 == 0 {
+    if i.is_multiple_of(50) {
         let mut sampler = Sampler::builder(Target::Command(perfring::launch::Command::new("true")))
             .event(breakpoint())
             .ring_size(ring_size)

@@ -120,7 +120,7 @@ fn sample_every_fixed_field_and_group_read() {
     assert_eq!(rec.misc().cpumode(), perfring::records::CpuMode::User);
     let s = rec.as_sample().unwrap();
     // Read in place from an aligned buffer, the callchain borrows as &[u64].
-    if bytes.as_ptr() as usize % 8 == 0 {
+    if (bytes.as_ptr() as usize).is_multiple_of(8) {
         assert_eq!(s.callchain().unwrap().as_slice().unwrap().len(), 3);
     }
 }
@@ -590,7 +590,7 @@ fn normalize(layout: &Layout, mut f: SampleFields) -> SampleFields {
     if layout.branch_sample_type() & BRANCH_COUNTERS == 0 {
         f.branch_counters.clear();
     }
-    while (f.raw.len() + 4) % 8 != 0 && has(sys::PERF_SAMPLE_RAW) {
+    while !(f.raw.len() + 4).is_multiple_of(8) && has(sys::PERF_SAMPLE_RAW) {
         f.raw.push(0);
     }
     f

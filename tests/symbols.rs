@@ -151,3 +151,91 @@ fn attached_process_symbols_and_describe() {
     let event = event.unwrap();
     assert_eq!(event.to_string(), format!("mem:{:#x}/8:x", runtime + 1));
 }
+
+/// A program that waits for a line on stdin, then calls libc's `getppid` `argv[1]` times.
+const WAITS_THEN_CALLS_C: &str = r#"
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char line[16];
+    if (!fgets(line, sizeof line, stdin)) return 2;
+    int n = atoi(argv[1]);
+    long acc = 0;
+    for (int i = 0; i < n; i++) acc += getppid();
+    return acc == 0;
+}
+"#;
+
+/// `mem:libc.so.6:getppid:x` (and plain `mem:getppid:x`) in a running process resolve
+/// through blazesym in libc, and a breakpoint there counts each call exactly.
+#[test]
+fn mem_symbol_in_a_loaded_library_counts_each_call() {
+    use std::io::Write;
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("symbols-lib-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("waits.c");
+    std::fs::write(&src, WAITS_THEN_CALLS_C).unwrap();
+    let prog = dir.join("waits");
+    let st = std::process::Command::new("cc")
+        .args(["-O1", "-o"])
+        .arg(&prog)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success());
+
+    let mut child = std::process::Command::new(&prog)
+        .arg(N.to_string())
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    // Wait until the loader has mapped libc (it blocks in fgets afterwards).
+    let loaded = || {
+        std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains("libc"))
+            && perfring::launch::process_state(pid) == Some('S')
+    };
+    while !loaded() {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let qualified = resolve_event("mem:libc.so.6:getppid:x", &TargetImage::Process(pid)).unwrap();
+    let plain = resolve_event("mem:getppid:x", &TargetImage::Process(pid)).unwrap();
+    assert_eq!(qualified.to_string(), plain.to_string());
+    assert_eq!(qualified.name(), "mem:libc.so.6:getppid:x");
+    let stem = resolve_event("mem:libc.so:getppid:x:u", &TargetImage::Process(pid)).unwrap();
+    assert!(
+        stem.to_string().starts_with(&qualified.to_string()),
+        "{stem}"
+    );
+
+    let e = resolve_event("mem:libnothing.so:getppid:x", &TargetImage::Process(pid)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::NotFound, "{e}");
+    let e = resolve_event("mem:libc.so.6:getppidd:x", &TargetImage::Process(pid)).unwrap_err();
+    assert!(e.to_string().contains("did you mean 'getppid'"), "{e}");
+
+    let counter = Counter::builder_for(qualified)
+        .target(Target::Thread(pid))
+        .period(1)
+        .exclude_kernel(true)
+        .enabled(true)
+        .open()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(counter.read().unwrap().value, N);
+}
+
+#[test]
+fn a_library_symbol_of_a_program_not_started_is_refused_with_a_fix() {
+    let image = TargetImage::Spawned(util::c_program(true));
+    let e = resolve_event("mem:libc.so.6:malloc:x", &image).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unsupported, "{e}");
+    assert!(e.to_string().contains("uprobe:PATH:malloc"), "{e}");
+    // The program itself may be named, by its path.
+    let path = util::c_program(true);
+    let e = resolve_event(&format!("mem:{}:target:x", path.display()), &image).unwrap();
+    let plain = resolve_event("mem:target:x", &image).unwrap();
+    assert_eq!(e.to_string(), plain.to_string());
+}

@@ -67,6 +67,8 @@ pub struct WatchArgs {
     pub tid: Option<i32>,
     /// `-C CPU`.
     pub cpu: Option<i32>,
+    /// `-g` (`fp`) or `--call-graph fp|dwarf[,BYTES]`: each overflow's call stack.
+    pub call_graph: Option<perfring::unwind::CallGraph>,
     /// The command and its arguments.
     pub command: Vec<OsString>,
     /// `--when EXPR` and its companions: report threshold crossings instead of
@@ -460,6 +462,11 @@ fn parse_watch(p: &mut Parser) -> Result<Command, Failure> {
             (Flag::Short('p'), _) | (_, "pid") => w.pid = Some(number(p, "-p")?),
             (Flag::Short('t'), _) | (_, "tid") => w.tid = Some(number(p, "-t")?),
             (Flag::Short('C'), _) | (_, "cpu") => w.cpu = Some(number(p, "-C")?),
+            (Flag::Short('g'), _) => w.call_graph = Some(perfring::unwind::CallGraph::Fp),
+            (_, "call-graph") => {
+                let mode = string(p, "--call-graph")?;
+                w.call_graph = Some(mode.parse().map_err(Failure::Input)?);
+            }
             (f, _) if is_help(f) => return Ok(Command::Help(Topic::Watch)),
             (Flag::Value(program), _) => {
                 // The command's own flags are its business, not ours.

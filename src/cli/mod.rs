@@ -267,7 +267,8 @@ lost, throttles, duration. On a terminal, stderr shows a live status line.
 
 Events (default: cycles, or cpu-clock without a hardware PMU):
   any perf event string, mem:SYMBOL[+OFF][/LEN][:ACCESS] (a PIE command is run
-  with ASLR off for it), uprobe:PATH:SYMBOL[+OFF]
+  with ASLR off for it), mem:OBJECT:SYMBOL... in a library of a running process
+  (-p PID; e.g. mem:libc.so.6:malloc:x), uprobe:PATH:SYMBOL[+OFF]
 
 Options:
   -e, --event EVENT    An event to watch; repeat for more
@@ -298,6 +299,18 @@ Options:
                        \"sym_off\",\"period\",\"total\"}, then {\"type\":\"summary\",
                        \"overflows\",\"wakeups\",\"lost\",\"throttled\",\"duration_s\",
                        \"exit_code\"}
+  -g                   With each overflow, its call stack (--call-graph fp)
+      --call-graph MODE
+                       fp: the kernel walks frame pointers (code built with
+                       -fno-omit-frame-pointer); dwarf[,BYTES]: BYTES of user
+                       stack (default 8192) copied per sample and unwound with
+                       the files' CFI (.eh_frame), no frame pointers needed.
+                       Frames are named with DWARF file:line and inlined
+                       functions, from records, even after the process exits.
+                       Text: one indented line per frame; JSON: \"stack\":
+                       [{\"ip\",\"sym\",\"off\",\"file\",\"line\",\"inlined\",\"dso\"}...],
+                       innermost first. A dwarf sample is BYTES + ~100 bytes:
+                       at high rates give a bigger ring (-m 512)
   -p, --pid PID        Watch every thread of a running process and the threads
                        it creates later
   -t, --tid TID        Watch a thread

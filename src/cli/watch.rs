@@ -2,15 +2,19 @@
 //! optional actions on each, and a summary. Counters, rings, polling, signals and
 //! symbols all come from the library; this file decides what to print and when to stop.
 
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use perfring::launch::{self, Interrupts};
+use perfring::records::CpuMode;
 use perfring::records::RecordKind;
 use perfring::ring::RingSize;
-use perfring::sampler::{Delivery, ExecQueue, Sampler, Symbolizer, Target};
+use perfring::sampler::{Delivery, ExecQueue, Sampler, Target};
+use perfring::symbolize::{AddressSpaces, Frame, Symbolizer};
 use perfring::symbols::{is_symbolic, TargetImage};
+use perfring::unwind::{RawFrame, Unwinder};
 use perfring::{sys, Builder, Counter, ErrorKind, SampleType};
 
 use super::args::{EventArgs, WatchArgs};
@@ -19,6 +23,9 @@ use super::Failure;
 
 /// How often the loop wakes without overflows, to notice the target's exit and Ctrl-C.
 const TICK: Duration = Duration::from_millis(50);
+/// How soon a process's `/proc/PID/maps` may be read again when a sample's address is
+/// in none of its known mappings (its MMAP2 record may sit in a ring not drained yet).
+const REREAD: Duration = Duration::from_millis(50);
 /// How often the live status line is redrawn.
 const STATUS_EVERY: Duration = Duration::from_millis(250);
 /// Overflows waiting for `--exec` beyond which new ones are dropped (and counted).
@@ -84,8 +91,54 @@ struct Overflow<'a> {
     since_start: f64,
     ip: u64,
     sym: Option<(String, u64)>,
+    /// With `-g`/`--call-graph`: the stack, innermost first.
+    stack: Option<Vec<Frame>>,
     period: u64,
     total: u64,
+}
+
+/// Names for sample addresses: address spaces from the tracking records (and
+/// `/proc/PID/maps` when attaching to a running process), unwinding for `-g`, and a
+/// caching symbolizer; lookups are lazy, so only addresses that are printed are named.
+struct Naming {
+    graph: Option<perfring::unwind::CallGraph>,
+    spaces: AddressSpaces,
+    unwinder: Unwinder,
+    symbolizer: Symbolizer,
+    raw: Vec<RawFrame>,
+    /// When each process's maps were last read from `/proc` (at most every REREAD).
+    read_at: HashMap<u32, Instant>,
+}
+
+impl Naming {
+    /// A process seen without records (attached to, or its records still in another
+    /// ring): its maps are read from `/proc` — once, or again when an address is in
+    /// none of them and REREAD has passed.
+    fn know(&mut self, pid: u32, user_ip: Option<u64>) {
+        let unmapped = || user_ip.is_some_and(|ip| self.spaces.mapping(pid, ip).is_none());
+        let due = self.read_at.get(&pid).is_none_or(|t| t.elapsed() > REREAD);
+        if (!self.spaces.knows(pid) || unmapped()) && due {
+            let _ = self.spaces.attach(pid);
+            self.read_at.insert(pid, Instant::now());
+        }
+    }
+
+    /// The sample's frames (just its ip without a call graph), named.
+    fn frames(&mut self, s: &perfring::records::Sample<'_>, pid: u32, ip: u64) -> Vec<Frame> {
+        let kernel = s.misc().cpumode() == CpuMode::Kernel;
+        self.know(pid, (!kernel).then_some(ip));
+        self.raw.clear();
+        if self.graph.is_some() {
+            self.unwinder.sample_frames(&self.spaces, s, &mut self.raw);
+        } else {
+            self.raw.push(RawFrame {
+                ip,
+                kernel,
+                return_address: false,
+            });
+        }
+        self.symbolizer.frames(&self.spaces, pid, &self.raw)
+    }
 }
 
 /// Everything the per-record callback needs.
@@ -94,7 +147,7 @@ struct State<'a> {
     events: Vec<Watched>,
     seq: u64,
     start_ns: u64,
-    symbolizer: Symbolizer,
+    naming: Naming,
     out: std::io::BufWriter<std::io::StdoutLock<'static>>,
     exec: Option<ExecQueue>,
     signal_failures: u64,
@@ -106,6 +159,10 @@ struct State<'a> {
 impl State<'_> {
     fn record(&mut self, d: Delivery<'_>) {
         if self.end.is_some() {
+            return;
+        }
+        // MMAP2/COMM/FORK/EXIT (from the tracking counter) keep the address spaces.
+        if self.naming.spaces.observe(&d.record) {
             return;
         }
         let (Some(i), RecordKind::Sample(s)) = (d.event, d.record.kind()) else {
@@ -121,6 +178,13 @@ impl State<'_> {
         let (pid, tid) = (s.pid().unwrap_or(0), s.tid().unwrap_or(0));
         let ip = s.ip().unwrap_or(0);
         let time_ns = s.time().unwrap_or(0);
+        let frames = self.naming.frames(s, pid, ip);
+        // The line's symbol: the function (not an inlined callee) at the sample's ip.
+        let sym = frames
+            .iter()
+            .take_while(|f| f.ip == ip)
+            .find(|f| !f.inlined)
+            .and_then(|f| Some((f.sym.clone()?, f.off.unwrap_or(0))));
         let o = Overflow {
             seq: self.seq,
             event: &ev.name,
@@ -130,7 +194,8 @@ impl State<'_> {
             time_ns,
             since_start: time_ns.saturating_sub(self.start_ns) as f64 / 1e9,
             ip,
-            sym: self.symbolizer.lookup(pid, ip),
+            sym,
+            stack: self.naming.graph.is_some().then_some(frames),
             period,
             total: ev.total,
         };
@@ -294,10 +359,18 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     let start_ns = perfring::counter::clock_ns(libc::CLOCK_MONOTONIC);
     let started = Instant::now();
     let mut sampler = setup.start().map_err(Failure::Runtime)?;
-    let mut symbolizer = Symbolizer::new();
-    if let (Some(path), Some(pid)) = (&program, sampler.pid()) {
-        symbolizer.with_program(pid as u32, path, no_aslr);
-        symbolizer.read(pid as u32);
+    let mut naming = Naming {
+        graph: args.call_graph,
+        spaces: AddressSpaces::new(),
+        unwinder: Unwinder::new(),
+        symbolizer: Symbolizer::new(),
+        raw: Vec::new(),
+        read_at: HashMap::new(),
+    };
+    // A process already running: its mappings so far (later ones come as records).
+    if let Some(pid) = args.pid.or(args.tid) {
+        let _ = naming.spaces.attach(pid as u32);
+        naming.read_at.insert(pid as u32, Instant::now());
     }
     if let Some(pid) = args.pid {
         let n = sampler.threads().count();
@@ -309,7 +382,7 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
         events,
         seq: 0,
         start_ns,
-        symbolizer,
+        naming,
         out: std::io::BufWriter::new(std::io::stdout().lock()),
         exec: args
             .exec
@@ -446,9 +519,15 @@ fn builder(args: &WatchArgs, spec: &str, image: &TargetImage) -> Result<Builder,
     if b.attr().freq() != 0 {
         sample |= SampleType::PERIOD;
     }
-    Ok(b.sample(sample)
+    let b = b
+        .sample(sample)
         .wakeup_events(1)
-        .clockid(libc::CLOCK_MONOTONIC))
+        .clockid(libc::CLOCK_MONOTONIC);
+    // The sampler's tracking counter brings the MMAP2/COMM/FORK/EXIT records.
+    match args.call_graph {
+        Some(graph) => graph.configure_checked(b).map_err(Failure::Runtime),
+        None => Ok(b),
+    }
 }
 
 /// `cycles` where a hardware PMU exists, else `cpu-clock`, with a notice.
@@ -474,14 +553,31 @@ fn overflow_text(o: &Overflow<'_>) -> String {
         Some((name, off)) => format!(" {name}+{off:#x}"),
         None => String::new(),
     };
-    format!(
+    let mut line = format!(
         "{:>12.6} {} tid {} ip {:#x}{sym} period {} total {}",
         o.since_start, o.event, o.tid, o.ip, o.period, o.total
-    )
+    );
+    // The stack, innermost first, indented under the line.
+    for f in o.stack.iter().flatten() {
+        line += &format!("\n    {:>18} {f}", format!("{:#x}", f.ip));
+    }
+    line
+}
+
+fn frame_json(f: &Frame) -> Json {
+    Json::object([
+        ("ip", Json::str(format!("{:#x}", f.ip))),
+        ("sym", Json::opt(f.sym.as_ref(), Json::str)),
+        ("off", Json::opt(f.off, Json::Uint)),
+        ("file", Json::opt(f.file.as_ref(), Json::str)),
+        ("line", Json::opt(f.line, |l| Json::Uint(l.into()))),
+        ("inlined", Json::Bool(f.inlined)),
+        ("dso", Json::opt(f.dso.as_ref(), Json::str)),
+    ])
 }
 
 fn overflow_json(o: &Overflow<'_>) -> Json {
-    Json::object([
+    let mut line = Json::object([
         ("type", Json::str("overflow")),
         ("seq", Json::Uint(o.seq)),
         ("event", Json::str(o.event)),
@@ -494,7 +590,14 @@ fn overflow_json(o: &Overflow<'_>) -> Json {
         ("sym_off", Json::opt(o.sym.as_ref(), |s| Json::Uint(s.1))),
         ("period", Json::Uint(o.period)),
         ("total", Json::Uint(o.total)),
-    ])
+    ]);
+    if let (Json::Object(fields), Some(stack)) = (&mut line, &o.stack) {
+        fields.push((
+            "stack".into(),
+            Json::Array(stack.iter().map(frame_json).collect()),
+        ));
+    }
+    line
 }
 
 fn summary_text(s: &Summary) -> String {

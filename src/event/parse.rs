@@ -82,7 +82,7 @@ impl<'a> Parser<'a> {
         let (kind, mods, name) = if s.starts_with("mem:") {
             let (kind, mods) = self.breakpoint(start + 4, end)?;
             (kind, mods, None)
-        } else if first_slash.is_some_and(|sl| first_colon.map_or(true, |c| sl < c)) {
+        } else if first_slash.is_some_and(|sl| first_colon.is_none_or(|c| sl < c)) {
             self.pmu_event(start, end)?
         } else {
             let (kind, mods) = self.named(start, end)?;

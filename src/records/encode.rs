@@ -191,7 +191,7 @@ fn put<T: IntoBytes + Immutable>(out: &mut Vec<u8>, v: T) {
 /// Appends `data`, then zeros up to a multiple of 8 (records start 8-aligned in `out`).
 fn put_padded(out: &mut Vec<u8>, data: &[u8]) {
     out.extend_from_slice(data);
-    while out.len() % 8 != 0 {
+    while !out.len().is_multiple_of(8) {
         out.push(0);
     }
 }
@@ -221,7 +221,7 @@ fn begin(out: &mut Vec<u8>, record_type: u32, misc: u16) -> usize {
 /// If the record is longer than 65535 bytes (the kernel's `u16` size).
 fn finish(out: &mut Vec<u8>, start: usize) {
     // Records are built from an 8-aligned start; keep them 8-multiples.
-    while (out.len() - start) % 8 != 0 {
+    while !(out.len() - start).is_multiple_of(8) {
         out.push(0);
     }
     let size = u16::try_from(out.len() - start).expect("a perf record is at most 65535 bytes");
@@ -415,7 +415,7 @@ pub fn record(
 ) {
     let start = begin(out, record_type, misc);
     out.extend_from_slice(body);
-    while (out.len() - start) % 8 != 0 {
+    while !(out.len() - start).is_multiple_of(8) {
         out.push(0);
     }
     trailer(out, layout, ids);

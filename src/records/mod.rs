@@ -195,7 +195,7 @@ impl<'a> Record<'a> {
             DecodeError::truncated("header", 0, 8, bytes.len())
         } else if size < 8 {
             DecodeError::truncated("header.size", 6, 8, size)
-        } else if size % 8 != 0 {
+        } else if !size.is_multiple_of(8) {
             DecodeError::new(DecodeErrorKind::Unaligned, "header.size", 6, size, size)
         } else {
             DecodeError::new(

@@ -102,10 +102,13 @@ impl<T> Copy for Array<'_, T> {}
 impl<'a, T: FromBytes + Immutable + KnownLayout + Copy> Array<'a, T> {
     /// A view of `bytes` as `[T]`, if its length is a whole number of `T`s.
     pub fn from_bytes(bytes: &'a [u8]) -> Option<Self> {
-        (bytes.len() % std::mem::size_of::<T>() == 0).then_some(Array {
-            bytes,
-            _t: PhantomData,
-        })
+        bytes
+            .len()
+            .is_multiple_of(std::mem::size_of::<T>())
+            .then_some(Array {
+                bytes,
+                _t: PhantomData,
+            })
     }
 
     /// Like `from_bytes`, for lengths the caller has already checked.

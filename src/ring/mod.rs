@@ -200,6 +200,12 @@ impl Ring {
         // SET_OUTPUT refuses events on different clocks.
         anchor.attr_mut().set_use_clockid(attr.use_clockid());
         anchor.attr_mut().clockid = attr.clockid;
+        // The kernel refuses REGS_USER/REGS_INTR with an empty mask (and checks the
+        // stack size and branch filter): the sample_type's companions come along.
+        anchor.attr_mut().sample_regs_user = attr.sample_regs_user;
+        anchor.attr_mut().sample_regs_intr = attr.sample_regs_intr;
+        anchor.attr_mut().sample_stack_user = attr.sample_stack_user;
+        anchor.attr_mut().branch_sample_type = attr.branch_sample_type;
         let anchor = anchor.open()?;
         let ring = Ring::map(&anchor, size)?;
         counter.set_output(anchor.as_fd())?;
@@ -267,7 +273,8 @@ impl Ring {
 
     fn control_field(&self, offset: usize) -> &AtomicU64 {
         debug_assert!(
-            offset % 8 == 0 && offset + 8 <= std::mem::size_of::<sys::perf_event_mmap_page>()
+            offset.is_multiple_of(8)
+                && offset + 8 <= std::mem::size_of::<sys::perf_event_mmap_page>()
         );
         // SAFETY:
         // - the mapping starts with a perf_event_mmap_page and is page-aligned, and every

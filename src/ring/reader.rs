@@ -69,7 +69,7 @@ impl Cursor {
             return None;
         }
         let size = self.size as u64;
-        if avail > size || avail % 8 != 0 || self.pos % 8 != 0 {
+        if avail > size || !avail.is_multiple_of(8) || !self.pos.is_multiple_of(8) {
             let (h, t) = (self.head, self.pos);
             return Some(Err(self.resync(stats, event, format!(
                 "data_head {h} is not within one data area ({size} bytes) ahead of data_tail {t}, in 8-byte steps"

@@ -589,7 +589,7 @@ fn wait_scheduled(pid: libc::pid_t, tid: libc::pid_t) {
             .split_whitespace()
             .nth(2)
             .and_then(|n| n.parse::<u64>().ok())
-            .map_or(true, |n| n > 0);
+            .is_none_or(|n| n > 0);
         if ran || Instant::now() > deadline {
             return;
         }

@@ -426,6 +426,18 @@ impl Sampler {
                 n += 1;
             }
         }
+        // The tracking rings first: a sample's MMAP2/COMM/FORK come before it in time,
+        // and a reader naming samples needs them first (rings are kept unordered).
+        // (By index, allocating nothing.)
+        for slot in 0..self.slots.len() {
+            if self.slots[slot].event.is_some() || self.slots[slot].closed {
+                continue;
+            }
+            let (mut sink, poller, _) = self.sink();
+            n += poller.drain(Token(slot as u64), |t, raw| {
+                sink.record(t.0 as usize, raw.bytes(), f)
+            });
+        }
         let (mut sink, poller, muted) = self.sink();
         n += poller.drain_all(|t, raw| sink.record(t.0 as usize, raw.bytes(), f));
         for (slot, _, ring) in muted.iter_mut() {
@@ -449,7 +461,7 @@ impl Sampler {
                 continue;
             }
             let slot = self.ready[i].token.0 as usize;
-            if self.slots.get(slot).map_or(true, |s| s.closed) {
+            if self.slots.get(slot).is_none_or(|s| s.closed) {
                 continue;
             }
             self.close_slot(slot, f);

@@ -77,7 +77,7 @@ impl Symbolizer {
                 let stale = self
                     .refreshed
                     .get(&pid)
-                    .map_or(true, |t| t.elapsed() > REFRESH_EVERY);
+                    .is_none_or(|t| t.elapsed() > REFRESH_EVERY);
                 if stale && launch::is_alive(pid as i32) {
                     if let Some(Some(space)) = self.spaces.get_mut(&pid) {
                         let _ = space.refresh();
