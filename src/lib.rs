@@ -12,6 +12,7 @@ pub mod error;
 pub mod event;
 pub mod launch;
 pub mod notify;
+pub mod output;
 pub mod records;
 pub mod ring;
 pub mod symbols;

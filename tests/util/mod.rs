@@ -144,3 +144,4 @@ pub fn gated_thread<T: Send + 'static>(
     });
     (rx_tid.recv().unwrap(), tx_go, h)
 }
+pub mod capture;
