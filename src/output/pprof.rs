@@ -43,6 +43,8 @@ pub struct Pprof {
     /// Each process's executable mappings, by start address.
     maps: HashMap<u32, Vec<MapEntry>>,
     comms: HashMap<u32, i64>,
+    /// The first file mapped: the program.
+    main_file: Option<Arc<Path>>,
     mappings: Vec<proto::Mapping>,
     mapping_ids: HashMap<(u32, u64, Arc<Path>), u64>,
     locations: Vec<proto::Location>,
@@ -152,6 +154,7 @@ impl Pprof {
             string_ids: HashMap::new(),
             maps: HashMap::new(),
             comms: HashMap::new(),
+            main_file: None,
             mappings: Vec::new(),
             mapping_ids: HashMap::new(),
             locations: Vec::new(),
@@ -288,6 +291,11 @@ impl Pprof {
         let path: Arc<Path> = Arc::from(Path::new(
             <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(file),
         ));
+        if self.main_file.is_none() {
+            // The kernel maps a program before its interpreter, and /proc lists the
+            // program first: the first file mapped is the main binary.
+            self.main_file = Some(path.clone());
+        }
         let end = addr.saturating_add(len);
         let list = self.maps.entry(pid).or_default();
         list.retain(|m| m.end <= addr || m.start >= end);
@@ -449,13 +457,23 @@ impl Pprof {
         } else {
             0
         };
+        // "mapping[0] will be the main binary": the first program (an executable, or a
+        // PIE with an interpreter) mapped, then the rest in the order they came.
+        let mut mapping = self.mappings.clone();
+        let main = self.main_file.as_ref().and_then(|main| {
+            let name = self.string_ids.get(&*main.to_string_lossy())?;
+            mapping.iter().position(|m| m.filename == *name)
+        });
+        if let Some(i) = main {
+            mapping[..=i].rotate_right(1);
+        }
         let period_type = Some(sample_type[1]);
         let samples_idx = sample_type[0].r#type;
         let started = self.started;
         proto::Profile {
             sample_type,
             sample,
-            mapping: self.mappings.clone(),
+            mapping,
             location: self.locations.clone(),
             function: self.functions.clone(),
             string_table: self.strings.clone(),

@@ -169,13 +169,9 @@ pub fn threads_program() -> std::path::PathBuf {
             std::fs::write(&src, THREADS_C).unwrap();
             let out = dir.join("threads");
             let st = std::process::Command::new("cc")
-                .args([
-                    "-O1",
-                    "-fno-inline",
-                    "-fno-omit-frame-pointer",
-                    "-g0",
-                    "-pthread",
-                ])
+                // -O0: every function keeps its frame, so frame-pointer call
+                // chains name each caller (GCC 12 drops leaf frames at -O1).
+                .args(["-O0", "-fno-omit-frame-pointer", "-g0", "-pthread"])
                 .arg("-o")
                 .arg(&out)
                 .arg(&src)
