@@ -129,3 +129,90 @@ fn a_pipe_is_refused_with_a_fix() {
     assert!(e.to_string().contains("--format pprof"), "{e}");
     let _ = Pprof::new(Vec::new(), "<mem>", &ev).unwrap();
 }
+
+/// Passes chunks to a `PerfData` once `gate` opens: a writer stuck on a slow disk.
+struct Gated(PerfData, std::sync::mpsc::Receiver<()>, bool);
+impl Sink for Gated {
+    fn write_chunk(&mut self, c: &perfring::output::Chunk) -> perfring::Result<()> {
+        if !self.2 {
+            self.1.recv().unwrap();
+            self.2 = true;
+        }
+        self.0.write_chunk(c)
+    }
+    fn finish(&mut self) -> perfring::Result<()> {
+        Sink::finish(&mut self.0)
+    }
+}
+
+#[test]
+fn a_full_queue_drops_and_counts_records_and_perf_sees_the_loss() {
+    use perfring::output::{EventInfo, QueueSize, Streamer};
+    use perfring::records::{encode, Layout};
+    let dir = capture::scratch("pd-full");
+    let b = perfring::Counter::builder("cpu-clock")
+        .unwrap()
+        .period(1000)
+        .sample(perfring::SampleType::IP | perfring::SampleType::TID | perfring::SampleType::TIME)
+        .sample_id_all(true);
+    let layout = Layout::new(b.attr()).unwrap();
+    let ev = [EventInfo::new("cpu-clock", *b.attr(), vec![7])];
+    let (open, gate) = std::sync::mpsc::channel();
+    let sink = Gated(
+        PerfData::create(dir.join("perf.data"), &ev, &[]).unwrap(),
+        gate,
+        false,
+    );
+    let size = QueueSize {
+        bytes: 16 << 10,
+        chunk_bytes: 4 << 10,
+    };
+    let mut stream = Streamer::spawn(sink, size).unwrap();
+    let mut rec = Vec::new();
+    let pushed = 5000u64;
+    for i in 0..pushed {
+        rec.clear();
+        let f = encode::SampleFields {
+            ip: 0x1000 + i,
+            pid: 1,
+            tid: 1,
+            time: i,
+            ..Default::default()
+        };
+        encode::sample(
+            &mut rec,
+            &layout,
+            perfring::sys::PERF_RECORD_MISC_USER as u16,
+            &f,
+        );
+        stream.push(0, &rec).unwrap(); // never blocks, however stuck the writer
+    }
+    let stats = stream.stats();
+    assert!(stats.lost_records > 0, "the queue filled: {stats:?}");
+    assert!(
+        stats.bytes <= 16 << 10,
+        "at most the bound in flight: {stats:?}"
+    );
+    open.send(()).unwrap();
+    let (sink, stats) = stream.finish().unwrap();
+    assert_eq!(stats.records + stats.lost_records, pushed, "{stats:?}");
+    assert_eq!(
+        sink.0.lost(),
+        stats.lost_records,
+        "the file says how many were lost"
+    );
+    // perf counts the samples it got and reports the loss.
+    let out = perf(&dir, &["report", "-i", "perf.data", "--stats"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let count = |what: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(what))
+            .and_then(|l| l.split_whitespace().nth(2)?.parse::<u64>().ok())
+    };
+    assert_eq!(count("SAMPLE events:"), Some(stats.records), "{text}");
+    assert_eq!(
+        count("LOST events:"),
+        Some(1),
+        "one LOST record per dropped run: {text}"
+    );
+}

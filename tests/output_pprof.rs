@@ -318,3 +318,75 @@ fn prost_messages_follow_the_field_numbers_of_profile_proto() {
         .count();
     assert_eq!(checked, written);
 }
+
+/// Reads one HTTP request (head and `Content-Length` body), answers `status`, and
+/// returns the request.
+fn serve_one(
+    listener: std::net::TcpListener,
+    status: &'static str,
+) -> std::thread::JoinHandle<Vec<u8>> {
+    use std::io::{Read, Write};
+    std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut req = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = conn.read(&mut buf).unwrap();
+            req.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&req).into_owned();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let len: usize = text[..end]
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Content-Length: "))
+                    .map_or(0, |v| v.trim().parse().unwrap());
+                if req.len() >= end + 4 + len {
+                    break;
+                }
+            }
+            assert!(n > 0, "connection closed mid-request");
+        }
+        write!(
+            conn,
+            "HTTP/1.1 {status}\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+        )
+        .unwrap();
+        req
+    })
+}
+
+#[test]
+fn push_sends_the_profile_to_a_pyroscope_ingest_endpoint() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = serve_one(listener, "200 OK");
+    let attr = *perfring::Counter::builder("cpu-clock").unwrap().attr();
+    let ev = [perfring::output::EventInfo::new("cpu-clock", attr, vec![1])];
+    let dir = capture::scratch("pp-push");
+    let file = dir.join("p.pb.gz");
+    Pprof::create(&file, &ev).unwrap().finish().unwrap();
+    let gz = std::fs::read(&file).unwrap();
+    let t0 = std::time::SystemTime::now();
+    perfring::output::push_pyroscope(&url, "demo.cpu{host=a}", &gz, t0, t0).unwrap();
+    let req = server.join().unwrap();
+    let text = String::from_utf8_lossy(&req);
+    let line = text.lines().next().unwrap();
+    assert!(
+        line.starts_with("POST /ingest?name=demo.cpu%7Bhost%3Da%7D&from="),
+        "{line}"
+    );
+    assert!(line.contains("&format=pprof"), "{line}");
+    assert!(text.contains("name=\"profile\""), "{text}");
+    // The profile's bytes travel unchanged.
+    assert!(
+        req.windows(gz.len()).any(|w| w == gz.as_slice()),
+        "the gzip body is sent as is"
+    );
+
+    // A server error is an error quoting the status.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = serve_one(listener, "400 Bad Request");
+    let e = perfring::output::push_pyroscope(&url, "demo", &gz, t0, t0).unwrap_err();
+    server.join().unwrap();
+    assert!(e.to_string().contains("400 Bad Request"), "{e}");
+}

@@ -33,13 +33,15 @@
 mod perfdata;
 mod pprof;
 pub mod proto;
+mod push;
 mod stream;
 mod synth;
 
 pub use perfdata::PerfData;
 pub use pprof::{Pprof, PprofSummary};
+pub use push::push_pyroscope;
 pub use stream::{Chunk, QueueSize, Sink, StreamStats, Streamer};
-pub use synth::synthesize_process;
+pub use synth::{relayout, synthesize_process};
 
 use crate::sys;
 

@@ -203,8 +203,7 @@ impl PerfData {
 
     /// Header, id arrays and attr section; the data section starts after them.
     fn write_start(&mut self) -> Result<()> {
-        let mut buf = Vec::new();
-        buf.resize(HEADER_SIZE as usize, 0);
+        let mut buf = vec![0u8; HEADER_SIZE as usize];
         let mut id_sections = Vec::new();
         for e in &self.events {
             let off = buf.len() as u64;
@@ -381,8 +380,7 @@ impl PerfData {
                 .map(|s| s.trim().to_string())
                 .unwrap_or_default()
         };
-        let mut f = Vec::new();
-        f.push((HEADER_BUILD_ID, self.build_ids()));
+        let mut f = vec![(HEADER_BUILD_ID, self.build_ids())];
         f.push((
             HEADER_HOSTNAME,
             header_string(&read("/proc/sys/kernel/hostname")),
@@ -557,7 +555,7 @@ mod tests {
             .to_owned();
         assert!(attr_used_size(&a) >= ATTR_SIZE_VER0);
         assert!(attr_used_size(&a) < std::mem::size_of::<sys::perf_event_attr>());
-        a.config2 = 1; // at offset 64..72 (PERF_ATTR_SIZE_VER1's field)
+        a.__bindgen_anon_4.config2 = 1; // at offset 64..72 (PERF_ATTR_SIZE_VER1)
         assert_eq!(attr_used_size(&a), 72);
         let b = attr_bytes(&a, 72);
         assert_eq!(b.len(), 72);

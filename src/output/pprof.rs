@@ -202,7 +202,7 @@ impl Pprof {
         let Some(layout) = self.layouts.get(event) else {
             return; // Markers (no event) and user records carry nothing for pprof.
         };
-        let layout = layout.clone();
+        let layout = *layout;
         let record = match Record::parse(bytes, &layout) {
             Ok(r) => r,
             Err(_) => {

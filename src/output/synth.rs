@@ -2,7 +2,7 @@
 //! and mappings, which the kernel only reports as they are created.
 
 use crate::error::Result;
-use crate::records::{encode, Comm, Layout, Mmap2, Mmap2File, RecordKind};
+use crate::records::{encode, Comm, Layout, Mmap2, Mmap2File, Record, RecordKind};
 use crate::symbols::ProcessMaps;
 use crate::sys;
 
@@ -62,4 +62,32 @@ pub fn synthesize_process(pid: u32, layout: &Layout, id: u64, out: &mut Vec<u8>)
         encode::record_kind(out, layout, user, &RecordKind::Mmap2(mmap), &ids(pid));
     }
     Ok(())
+}
+
+/// Appends `record` (any non-sample record, e.g. a `MMAP2` or `COMM` from a tracking
+/// counter opened with another `sample_type`) re-laid with `layout`'s `sample_id`
+/// trailer and the id `id`, so that one file can describe it with the events' attr:
+/// perf.data readers require every event of a file to place its id alike. Only the
+/// trailer changes (pid, tid, time and cpu are kept). Returns false, appending nothing,
+/// for samples and for record types the decoder does not know.
+///
+/// This re-encodes, so it is for the rare task records, not for samples.
+pub fn relayout(record: &Record<'_>, layout: &Layout, id: u64, out: &mut Vec<u8>) -> bool {
+    let kind = record.kind();
+    if matches!(kind, RecordKind::Sample(_) | RecordKind::Unknown { .. }) {
+        return false;
+    }
+    let sid = record.sample_id();
+    let ids = encode::Ids {
+        pid: sid.pid().unwrap_or(0),
+        tid: sid.tid().unwrap_or(0),
+        time: sid.time().unwrap_or(0),
+        id,
+        stream_id: id,
+        cpu: sid.cpu().unwrap_or(0),
+        res: 0,
+        identifier: id,
+    };
+    encode::record_kind(out, layout, record.misc().0, kind, &ids);
+    true
 }

@@ -1,6 +1,6 @@
-//! A small live capture for the output tests, made directly with `Counter` + `Ring`
-//! + `Poller`: a command started stopped, one inherited counter per event whose
-//! records go to an anchor ring, every record pushed to a `Streamer`.
+//! A small live capture for the output tests, made directly with `Counter`, `Ring` and
+//! `Poller`: a command started stopped, one inherited counter per event whose records
+//! go to an anchor ring, every record pushed to a `Streamer`.
 
 use std::path::Path;
 use std::time::Duration;
