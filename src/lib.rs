@@ -15,6 +15,7 @@ pub mod notify;
 pub mod output;
 pub mod records;
 pub mod ring;
+pub mod sampler;
 pub mod symbols;
 pub mod sys;
 

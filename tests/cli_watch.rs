@@ -426,3 +426,150 @@ fn sigterm_to_perfring_is_passed_to_the_command_then_reported() {
     assert_eq!(summary["type"], "summary");
     assert_eq!(summary["exit_code"], code);
 }
+
+/// Overflow lines of a `--json` watch's stdout, and the summary.
+fn json_lines(text: &str) -> (Vec<Value>, Value) {
+    let mut objects: Vec<Value> = text
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let summary = objects.pop().unwrap_or_else(|| panic!("no output: {text}"));
+    assert_eq!(summary["type"], "summary", "{text}");
+    (objects, summary)
+}
+
+fn per_tid(overflows: &[Value]) -> std::collections::BTreeMap<u64, u64> {
+    let mut m = std::collections::BTreeMap::new();
+    for o in overflows {
+        *m.entry(o["tid"].as_u64().unwrap()).or_default() += 1;
+    }
+    m
+}
+
+#[test]
+fn pid_follows_threads_created_after_it_attached() {
+    use std::io::{BufRead, BufReader, Write};
+    let prog = util::threads_program();
+    let tid_file = util::temp_path("tids");
+    let out_file = util::temp_path("watch-out");
+    let mut child = Command::new(&prog)
+        .args(["50", "1000"])
+        .arg(&tid_file)
+        .arg("wait")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+    let pid = child.id().to_string();
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_perfring"))
+        .args(["watch", "--json", "-e", "mem:hit:x", "-c", "10", "-p", &pid])
+        .stdout(std::fs::File::create(&out_file).unwrap())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // perfring says when it is attached; only then may the program start its threads.
+    let mut err = BufReader::new(watch.stderr.take().unwrap());
+    let mut notice = String::new();
+    err.read_line(&mut notice).unwrap();
+    assert!(notice.contains("attached to process"), "{notice}");
+    child.stdin.take().unwrap().write_all(b"g").unwrap();
+    assert!(child.wait().unwrap().success());
+    let status = watch.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    assert!(status.success(), "{rest}");
+    let (overflows, summary) = json_lines(&std::fs::read_to_string(&out_file).unwrap());
+    // Exactly 1000/10 per thread, each attributed to the thread the program named.
+    let expected: std::collections::BTreeMap<u64, u64> = util::tids_in(&tid_file)
+        .into_iter()
+        .map(|t| (u64::from(t), 100))
+        .collect();
+    assert_eq!(expected.len(), 50);
+    assert_eq!(per_tid(&overflows), expected);
+    assert_eq!(summary["overflows"], 5000);
+    assert_eq!(summary["lost"], 0);
+    for o in &overflows {
+        assert_eq!(o["sym"], "hit", "{o}");
+        assert_eq!(o["pid"].to_string(), pid);
+    }
+}
+
+#[test]
+fn budget_applies_to_each_thread_of_a_command() {
+    use std::io::{BufRead, BufReader};
+    let prog = util::threads_program();
+    let tid_file = util::temp_path("tids");
+    let stop = util::temp_path("stop");
+    let until = format!("until:{}", stop.display());
+    let (threads, budget) = (4u64, 3u64);
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_perfring"))
+        .args([
+            "watch",
+            "--json",
+            "-e",
+            "mem:hit:x",
+            "-c",
+            "10",
+            "--budget",
+            "3",
+            "--",
+        ])
+        .arg(&prog)
+        .args(["4", "100"])
+        .arg(&tid_file)
+        .arg(&until)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Each thread calls hit() until `stop` exists: once every thread has spent its
+    // budget, stop them. A thread whose counter was never opened would hang here, so a
+    // (generous) deadline turns that into a failure.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let killer = {
+        let pid = watch.id();
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.exists() {
+                if Instant::now() > deadline {
+                    let _ = std::fs::write(&stop, "");
+                    let _ = Command::new("kill").arg(pid.to_string()).status();
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            false
+        })
+    };
+    let mut text = String::new();
+    let mut seen = 0;
+    for line in BufReader::new(watch.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        if line.contains("\"overflow\"") {
+            seen += 1;
+            if seen == threads * budget {
+                std::fs::write(&stop, "").unwrap();
+            }
+        }
+        text += &line;
+        text.push('\n');
+    }
+    let out = watch.wait_with_output().unwrap();
+    assert!(!killer.join().unwrap(), "timed out; {text}");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let (overflows, summary) = json_lines(&text);
+    let expected: std::collections::BTreeMap<u64, u64> = util::tids_in(&tid_file)
+        .into_iter()
+        .map(|t| (u64::from(t), budget))
+        .collect();
+    assert_eq!(expected.len(), threads as usize);
+    assert_eq!(per_tid(&overflows), expected);
+    assert_eq!(summary["overflows"], threads * budget);
+    assert_eq!(summary["exit_code"], 0);
+}

@@ -2,19 +2,15 @@
 //! optional actions on each, and a summary. Counters, rings, polling, signals and
 //! symbols all come from the library; this file decides what to print and when to stop.
 
-use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
-use std::os::fd::AsFd;
-use std::sync::mpsc::{self, SyncSender, TrySendError};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use perfring::launch::{self, Child, ExitStatus, Interrupts};
-use perfring::notify::{Budget, Notification, NotifyKind, Poller, Token};
-use perfring::records::{Layout, Record, RecordKind};
-use perfring::ring::{RawRecord, Ring, RingSize};
-use perfring::symbols::{is_symbolic, AddressSpace, Symbols, TargetImage};
-use perfring::{sys, Builder, Counter, ErrorKind, SampleType, Target};
+use perfring::launch::{self, Interrupts};
+use perfring::records::RecordKind;
+use perfring::ring::RingSize;
+use perfring::sampler::{Delivery, ExecQueue, Sampler, Symbolizer, Target};
+use perfring::symbols::{is_symbolic, TargetImage};
+use perfring::{sys, Builder, Counter, ErrorKind, SampleType};
 
 use super::args::{EventArgs, WatchArgs};
 use super::json::Json;
@@ -53,7 +49,6 @@ enum End {
 /// One watched event.
 struct Watched {
     name: String,
-    layout: Layout,
     /// The configured `-c` period; `None` in frequency mode (the sample carries it).
     period: Option<u64>,
     /// Sum of periods so far: the running count.
@@ -92,181 +87,34 @@ struct Overflow<'a> {
     total: u64,
 }
 
-/// The `--exec` worker: runs `sh -c CMD` for each queued overflow, one after the other,
-/// so the sampling loop never waits on a child.
-struct ExecWorker {
-    tx: Option<SyncSender<Vec<(&'static str, String)>>>,
-    handle: Option<JoinHandle<u64>>,
-    dropped: u64,
-}
-
-impl ExecWorker {
-    fn start(cmd: String) -> ExecWorker {
-        let (tx, rx) = mpsc::sync_channel::<Vec<(&'static str, String)>>(EXEC_QUEUE);
-        let handle = std::thread::spawn(move || {
-            let mut runs = 0;
-            for env in rx {
-                let mut c = std::process::Command::new("sh");
-                c.arg("-c").arg(&cmd).envs(env);
-                // The action's output goes to stderr, so that --json stdout stays parseable.
-                if let Ok(err) = std::io::stderr().as_fd().try_clone_to_owned() {
-                    c.stdout(err);
-                }
-                match c.status() {
-                    Ok(_) => runs += 1,
-                    Err(e) => eprintln!("perfring: --exec: could not run sh -c {cmd:?}: {e}"),
-                }
-            }
-            runs
-        });
-        ExecWorker {
-            tx: Some(tx),
-            handle: Some(handle),
-            dropped: 0,
-        }
-    }
-
-    fn submit(&mut self, env: Vec<(&'static str, String)>) {
-        if let Some(tx) = &self.tx {
-            match tx.try_send(env) {
-                Ok(()) => {}
-                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                    self.dropped += 1
-                }
-            }
-        }
-    }
-
-    /// Waits for every queued action to have run; returns how many ran.
-    fn finish(&mut self) -> u64 {
-        self.tx.take();
-        self.handle
-            .take()
-            .map_or(0, |h| h.join().unwrap_or_default())
-    }
-}
-
-/// Symbol lookup for sample IPs: each process's maps, read as early as possible and
-/// again when an address is not found; for the spawned program, its ELF file at the
-/// address it is known to load at, in case it exited before its maps could be read.
-struct Symbolizer {
-    spaces: HashMap<u32, Option<AddressSpace>>,
-    refreshed: HashMap<u32, Instant>,
-    /// (pid, symbols, bias) of the spawned program when its load address is predictable.
-    program: Option<(u32, Symbols, u64)>,
-}
-
-impl Symbolizer {
-    fn new() -> Symbolizer {
-        Symbolizer {
-            spaces: HashMap::new(),
-            refreshed: HashMap::new(),
-            program: None,
-        }
-    }
-
-    fn read(&mut self, pid: u32) {
-        let space = AddressSpace::new(pid as i32).ok();
-        self.spaces.insert(pid, space);
-        self.refreshed.insert(pid, Instant::now());
-    }
-
-    fn lookup(&mut self, pid: u32, ip: u64) -> Option<(String, u64)> {
-        if !self.spaces.contains_key(&pid) {
-            self.read(pid);
-        }
-        match self.in_maps(pid, ip) {
-            // In a mapped file: its symbol, or none (a stripped file) without re-reading.
-            Some(found) => found.or_else(|| self.in_program(pid, ip)),
-            // Outside every mapping we know: maps read before the exec or before a
-            // library was loaded. Read them again, at most every few milliseconds
-            // (a refresh reloads the files' symbols).
-            None => {
-                let stale = self
-                    .refreshed
-                    .get(&pid)
-                    .map_or(true, |t| t.elapsed() > Duration::from_millis(5));
-                if stale && launch::is_alive(pid as i32) {
-                    if let Some(Some(space)) = self.spaces.get_mut(&pid) {
-                        let _ = space.refresh();
-                    } else {
-                        self.read(pid);
-                    }
-                    self.refreshed.insert(pid, Instant::now());
-                    if let Some(Some(sym)) = self.in_maps(pid, ip) {
-                        return Some(sym);
-                    }
-                }
-                self.in_program(pid, ip)
-            }
-        }
-    }
-
-    /// The spawned program's symbol at `ip`, from its file and predicted load address.
-    fn in_program(&self, pid: u32, ip: u64) -> Option<(String, u64)> {
-        match &self.program {
-            Some((p, symbols, bias)) if *p == pid => symbols
-                .lookup(ip.wrapping_sub(*bias))
-                .map(|(n, off)| (n.to_string(), off)),
-            _ => None,
-        }
-    }
-
-    /// `None` if `ip` is in no known mapping; `Some(symbol or None)` if it is.
-    fn in_maps(&mut self, pid: u32, ip: u64) -> Option<Option<(String, u64)>> {
-        let space = self.spaces.get_mut(&pid)?.as_mut()?;
-        Some(space.locate(ip)?.symbol)
-    }
-}
-
 /// Everything the per-record callback needs.
 struct State<'a> {
     args: &'a WatchArgs,
     events: Vec<Watched>,
-    /// Which event each token's counter is (one counter per CPU for a command, per
-    /// thread for -p).
-    token_event: Vec<usize>,
-    /// Overflows per token, for budgets.
-    token_overflows: Vec<u64>,
     seq: u64,
     start_ns: u64,
     symbolizer: Symbolizer,
     out: std::io::BufWriter<std::io::StdoutLock<'static>>,
-    exec: Option<ExecWorker>,
+    exec: Option<ExecQueue>,
     signal_failures: u64,
-    /// Records the decoder rejected (a kernel/decoder disagreement; never expected).
-    undecoded: u64,
     /// Set by a record that ends the watch (`--stop-at`, `--stop-after`, closed stdout).
     end: Option<End>,
-    /// The command's exit code once it was reaped.
-    exit_code: Option<i32>,
     status: Option<StatusLine>,
 }
 
 impl State<'_> {
-    fn record(&mut self, token: Token, raw: RawRecord<'_>) {
+    fn record(&mut self, d: Delivery<'_>) {
         if self.end.is_some() {
             return;
         }
-        let Some(ev) = self
-            .token_event
-            .get(token.0 as usize)
-            .and_then(|&i| self.events.get_mut(i))
-        else {
+        let (Some(i), RecordKind::Sample(s)) = (d.event, d.record.kind()) else {
             return;
         };
-        let Ok(rec) = Record::parse(raw.bytes(), &ev.layout) else {
-            self.undecoded += 1;
-            return;
-        };
-        let RecordKind::Sample(s) = rec.kind() else {
+        let Some(ev) = self.events.get_mut(i) else {
             return;
         };
         self.seq += 1;
         ev.overflows += 1;
-        if let Some(n) = self.token_overflows.get_mut(token.0 as usize) {
-            *n += 1;
-        }
         let period = ev.period.or(s.period()).unwrap_or(0);
         ev.total = ev.total.saturating_add(period);
         let (pid, tid) = (s.pid().unwrap_or(0), s.tid().unwrap_or(0));
@@ -366,13 +214,6 @@ impl StatusLine {
     }
 }
 
-/// What is being watched, and how to tell it has ended.
-enum Watchee {
-    Command(Child),
-    Process(i32),
-    Cpu,
-}
-
 /// Runs `watch` to the end and returns the command's exit code, if it is to be ours.
 pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     let specs = if args.events.is_empty() {
@@ -400,91 +241,32 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
         };
         (TargetImage::Spawned(path.clone()), Some(path))
     };
-    let mut builders = specs
+    let builders = specs
         .iter()
         .map(|spec| builder(args, spec, &image))
         .collect::<Result<Vec<_>, _>>()?;
-
-    // Start the command stopped; dropping `stopped` on an error kills and reaps it.
     let no_aslr = specs
         .iter()
         .any(|e| e.starts_with("mem:") && is_symbolic(e));
-    let stopped = match &program {
-        Some(_) => Some(
+    let target = match (&program, args.pid, args.tid, args.cpu) {
+        (Some(_), ..) => Target::Command(
             launch::Command::new(&args.command[0])
                 .args(&args.command[1..])
-                .no_aslr(no_aslr)
-                .spawn_stopped()
-                .map_err(Failure::Runtime)?,
+                .no_aslr(no_aslr),
         ),
-        None => None,
+        (None, Some(pid), _, _) => Target::Pid(pid),
+        (None, None, Some(tid), _) => Target::Tid(tid),
+        (None, None, None, Some(cpu)) => Target::Cpus(vec![cpu]),
+        (None, None, None, None) => unreachable!("parse_watch requires a target"),
     };
-    let target = match (&stopped, args.pid.or(args.tid), args.cpu) {
-        (Some(s), _, _) => Target::Thread(s.pid()),
-        (None, Some(id), _) => Target::Thread(id),
-        (None, None, Some(cpu)) => Target::Cpu(cpu),
-        (None, None, None) => unreachable!("parse_watch requires a target"),
-    };
-    let spawned = stopped.is_some();
-    // A command's counters are inherited by its threads and children; the kernel will
-    // not map an inherited per-task counter, so its records go to an anchor ring
-    // (Ring::map_inherited), which keeps one period per task (exact N/P however the
-    // task migrates, unlike per-CPU counters). A budget needs a non-inherited counter
-    // (REFRESH is EINVAL on inherited ones), so it watches the one thread.
-    let inherit = spawned && args.budget.is_none();
-    // -p: every thread the process has now (an inherited counter on the main thread
-    // would only see threads created later).
-    let targets = match (target, args.pid) {
-        (_, Some(pid)) => launch::threads(pid)
-            .map_err(Failure::Runtime)?
-            .into_iter()
-            .map(Target::Thread)
-            .collect(),
-        (t, None) => vec![t],
-    };
-    let size = RingSize::Pages(args.pages.unwrap_or(64));
-    let mut poller = Poller::new().map_err(Failure::Runtime)?;
-    let mut budgets = Vec::new();
     let mut events = Vec::new();
-    let mut token_event = Vec::new();
-    // Inherited counters whose records go to an anchor's ring: alive until the end.
-    let mut inherited = Vec::new();
-    for (i, (b, spec)) in builders.drain(..).zip(&specs).enumerate() {
-        // Opened disabled; a command's counters start at its exec, others once every
-        // ring is mapped and registered (below), so no early overflow goes unrecorded.
-        let b = b
-            .inherit(inherit)
-            .enable_on_exec(spawned && args.budget.is_none());
-        let layout = Layout::new(b.attr())
-            .map_err(|e| Failure::Usage(format!("watch: cannot decode samples of {spec}: {e}")))?;
-        for t in &targets {
-            let b = b.clone().target(*t);
-            let counter = match args.budget {
-                Some(n) => {
-                    let budget = Budget::new(b.clone(), n);
-                    let c = budget.open().map_err(Failure::Runtime)?;
-                    budgets.push((Token(token_event.len() as u64), budget));
-                    c
-                }
-                None => b.open().map_err(Failure::Runtime)?,
-            };
-            let (counter, ring) = if inherit {
-                let (anchor, ring) =
-                    Ring::map_inherited(&counter, size).map_err(Failure::Runtime)?;
-                inherited.push(counter);
-                (anchor, ring)
-            } else {
-                let ring = Ring::map(&counter, size).map_err(Failure::Runtime)?;
-                (counter, ring)
-            };
-            poller
-                .register(Token(token_event.len() as u64), counter, ring)
-                .map_err(Failure::Runtime)?;
-            token_event.push(i);
-        }
+    // The sampler opens, per thread or inherited with an anchor ring, and follows
+    // threads created later; a budget makes it per thread (REFRESH is EINVAL on
+    // inherited counters).
+    let mut setup = Sampler::builder(target).ring_size(RingSize::Pages(args.pages.unwrap_or(64)));
+    for (b, spec) in builders.into_iter().zip(&specs) {
         events.push(Watched {
             name: spec.clone(),
-            layout,
             period: if b.attr().freq() != 0 {
                 None
             } else {
@@ -493,64 +275,41 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
             total: 0,
             overflows: 0,
         });
+        setup = setup.event(b);
     }
-
-    let mut symbolizer = Symbolizer::new();
-    if let (Some(path), Some(s)) = (&program, &stopped) {
-        if let Ok(symbols) = Symbols::load(path) {
-            let bias = match symbols.elf_type() {
-                perfring::symbols::ElfType::Executable => Some(0),
-                perfring::symbols::ElfType::Dynamic if no_aslr => symbols.no_aslr_bias().ok(),
-                perfring::symbols::ElfType::Dynamic => None,
-            };
-            if let Some(bias) = bias {
-                symbolizer.program = Some((s.pid() as u32, symbols, bias));
-            }
-        }
+    if let Some(n) = args.budget {
+        setup = setup.budget(n);
     }
-
-    // Ctrl-C and SIGTERM are taken between polls (and a worker thread inherits the mask).
+    // Ctrl-C and SIGTERM are taken between polls (a worker thread inherits the mask; a
+    // spawned command does not).
     let interrupts = Interrupts::block().map_err(Failure::Runtime)?;
-    let exec = args.exec.clone().map(ExecWorker::start);
-    for (token, budget) in &budgets {
-        if let Some(c) = poller.counter(*token) {
-            budget.arm(c).map_err(Failure::Runtime)?;
-        }
-    }
-    if !spawned && args.budget.is_none() {
-        for t in 0..token_event.len() {
-            if let Some(c) = poller.counter(Token(t as u64)) {
-                c.enable().map_err(Failure::Runtime)?;
-            }
-        }
-    }
     let start_ns = perfring::counter::clock_ns(libc::CLOCK_MONOTONIC);
     let started = Instant::now();
-    let mut watchee = match stopped {
-        Some(s) => {
-            let child = s.start().map_err(Failure::Runtime)?;
-            symbolizer.read(child.pid() as u32);
-            Watchee::Command(child)
-        }
-        None => match args.pid.or(args.tid) {
-            Some(pid) => Watchee::Process(pid),
-            None => Watchee::Cpu,
-        },
-    };
+    let mut sampler = setup.start().map_err(Failure::Runtime)?;
+    let mut symbolizer = Symbolizer::new();
+    if let (Some(path), Some(pid)) = (&program, sampler.pid()) {
+        symbolizer.with_program(pid as u32, path, no_aslr);
+        symbolizer.read(pid as u32);
+    }
+    if let Some(pid) = args.pid {
+        eprintln!(
+            "perfring: attached to process {pid} ({} threads); following new ones",
+            sampler.threads().count()
+        );
+    }
     let mut state = State {
         args,
         events,
-        token_overflows: vec![0; token_event.len()],
-        token_event,
         seq: 0,
         start_ns,
         symbolizer,
         out: std::io::BufWriter::new(std::io::stdout().lock()),
-        exec,
+        exec: args
+            .exec
+            .clone()
+            .map(|cmd| ExecQueue::start(cmd, EXEC_QUEUE)),
         signal_failures: 0,
-        undecoded: 0,
         end: None,
-        exit_code: None,
         status: std::io::stderr().is_terminal().then(|| StatusLine {
             last: Instant::now(),
             last_overflows: 0,
@@ -558,40 +317,43 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
         }),
     };
 
-    let result = watch_loop(args, &mut poller, &mut state, &mut watchee, &interrupts);
+    let spawned = program.is_some();
+    let result = watch_loop(args, &mut sampler, &mut state, spawned, &interrupts);
     // Collect what is left (the target has exited or the watch ended), then report.
-    poller.drain_all(|t, r| state.record(t, r));
+    let drained = sampler.drain(|d| state.record(d));
     if let Some(status) = &mut state.status {
         status.clear();
     }
-    let end = match result {
+    let end = match result.and_then(|end| drained.map(|_| end).map_err(Failure::Runtime)) {
         Ok(end) => state.end.unwrap_or(end),
         Err(e) => {
-            finish_target(&mut watchee, End::Interrupted, state.exit_code);
+            sampler.terminate(TERM_GRACE);
             return Err(e);
         }
     };
-    let exit_code = finish_target(&mut watchee, end, state.exit_code);
+    let exit_code = match end {
+        // Stopped on purpose: leave it so (it is reparented to init when we exit).
+        End::StoppedAt => None,
+        // Exited already (reaped), or ended early by us as perf does.
+        _ => sampler.terminate(TERM_GRACE).map(|s| s.code()),
+    };
+    let stats = sampler.stats();
     let mut summary = Summary {
         overflows: state.seq,
+        wakeups: sampler.wakeups(),
+        lost: stats.lost + stats.lost_samples,
+        throttled: stats.throttled,
         duration: started.elapsed(),
         exit_code,
         signal_failures: state.signal_failures,
-        undecoded: state.undecoded,
+        undecoded: stats.undecoded,
         ..Summary::default()
     };
-    for t in 0..state.token_event.len() {
-        if let Some(a) = poller.accounting(Token(t as u64)) {
-            summary.wakeups += a.notifications - a.hups;
-            summary.lost += a.lost + a.lost_samples;
-            summary.throttled += a.throttled;
-        }
-    }
     if let Some(exec) = &mut state.exec {
         summary.exec_runs = Some(exec.finish());
-        summary.exec_dropped = exec.dropped;
+        summary.exec_dropped = exec.dropped();
     }
-    drop(poller);
+    drop(sampler);
     drop(interrupts);
     let text = if args.json {
         summary_json(&summary).render()
@@ -611,99 +373,37 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
 /// The loop: wait for wake-ups, drain every ring, until an end condition.
 fn watch_loop(
     args: &WatchArgs,
-    poller: &mut Poller,
+    sampler: &mut Sampler,
     state: &mut State<'_>,
-    watchee: &mut Watchee,
+    spawned: bool,
     interrupts: &Interrupts,
 ) -> Result<End, Failure> {
-    let mut ready: Vec<Notification> = Vec::new();
     loop {
-        poller
-            .poll(&mut ready, Some(TICK))
+        // Readiness is consumed by the poll: the sampler drains every ring.
+        sampler
+            .poll(Some(TICK), |d| state.record(d))
             .map_err(Failure::Runtime)?;
-        // Readiness is consumed by the poll: drain every ring to head == tail.
-        poller.drain_all(|t, r| state.record(t, r));
         let _ = state.out.flush();
         if let Some(end) = state.end {
             return Ok(end);
         }
         if let Some(status) = &mut state.status {
-            let (mut lost, mut throttled) = (0, 0);
-            for t in 0..state.token_event.len() {
-                if let Some(a) = poller.accounting(Token(t as u64)) {
-                    lost += a.lost + a.lost_samples;
-                    throttled += a.throttled;
-                }
-            }
-            status.tick(state.seq, lost, throttled);
+            let st = sampler.stats();
+            status.tick(state.seq, st.lost + st.lost_samples, st.throttled);
         }
         if let Some(sig) = interrupts.take() {
-            match watchee {
-                // A terminal's Ctrl-C reaches the command too; a signal for us alone is
-                // passed on, and we report once it has ended.
-                Watchee::Command(child) => {
-                    let _ = child.signal(sig);
-                }
-                _ => return Ok(End::Interrupted),
+            if !spawned {
+                return Ok(End::Interrupted);
             }
+            // A terminal's Ctrl-C reaches the command too; a signal for us alone is
+            // passed on, and we report once it has ended.
+            let _ = sampler.signal_target(sig);
         }
-        let hup = ready.iter().any(|n| n.kind == NotifyKind::Hup);
-        match watchee {
-            Watchee::Command(child) => {
-                if let Some(status) = child.try_wait().map_err(Failure::Runtime)? {
-                    state.exit_code = Some(status.code());
-                    return Ok(End::TargetExited);
-                }
-            }
-            Watchee::Process(pid) => {
-                if !launch::is_alive(*pid) {
-                    return Ok(End::TargetExited);
-                }
-            }
-            Watchee::Cpu => {}
+        if sampler.target_ended().map_err(Failure::Runtime)?.is_some() {
+            return Ok(End::TargetExited);
         }
-        if let Some(n) = args.budget {
-            let spent = state.token_overflows.iter().all(|&o| o >= u64::from(n));
-            if spent && !matches!(watchee, Watchee::Command(_)) {
-                return Ok(End::BudgetSpent);
-            }
-        }
-        if hup {
-            // EPOLLHUP stays set once the task exited; do not spin while it is reaped.
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-/// Leaves the target as `end` requires and returns the command's exit code: `exited`
-/// if it was reaped already, else its status once ended (unless left stopped).
-fn finish_target(watchee: &mut Watchee, end: End, exited: Option<i32>) -> Option<i32> {
-    let Watchee::Command(child) = watchee else {
-        return None;
-    };
-    if exited.is_some() {
-        return exited;
-    }
-    match end {
-        // Stopped on purpose: leave it so (it is reparented to init when we exit).
-        End::StoppedAt => None,
-        // Ended early by us: the command is terminated, as perf does.
-        _ => {
-            let _ = child.signal(libc::SIGTERM);
-            let deadline = Instant::now() + TERM_GRACE;
-            loop {
-                match child.try_wait() {
-                    Ok(Some(status)) => return Some(status.code()),
-                    Ok(None) if Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(5))
-                    }
-                    Ok(None) => {
-                        let _ = child.signal(libc::SIGKILL);
-                        return child.wait().ok().map(ExitStatus::code);
-                    }
-                    Err(_) => return None,
-                }
-            }
+        if args.budget.is_some() && sampler.budgets_spent() && !spawned {
+            return Ok(End::BudgetSpent);
         }
     }
 }

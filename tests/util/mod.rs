@@ -144,4 +144,108 @@ pub fn gated_thread<T: Send + 'static>(
     });
     (rx_tid.recv().unwrap(), tx_go, h)
 }
+
+/// A threaded C program: `threads N CALLS TIDFILE [MODE]` starts N threads, each
+/// calling `hit()` CALLS times, joins them and writes their tids to TIDFILE, one a line.
+/// It prints `ready` first; MODE `wait` then waits for a byte on stdin before starting
+/// the threads (so a tool can attach first); MODE `until:PATH` makes each thread call
+/// `hit()` in rounds of CALLS until PATH exists.
+const THREADS_C: &str = r#"
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+volatile long counter;
+void __attribute__((noinline)) hit(void) { counter++; }
+static int calls;
+static const char *stop;
+static void *run(void *arg) {
+    do {
+        for (int i = 0; i < calls; i++) hit();
+    } while (stop && access(stop, F_OK) != 0);
+    return (void *)(long)syscall(SYS_gettid);
+}
+int main(int argc, char **argv) {
+    if (argc < 4) return 2;
+    int n = atoi(argv[1]);
+    calls = atoi(argv[2]);
+    printf("ready\n");
+    fflush(stdout);
+    if (argc > 4 && strcmp(argv[4], "wait") == 0) {
+        char c;
+        if (read(0, &c, 1) != 1) return 3;
+    }
+    if (argc > 4 && strncmp(argv[4], "until:", 6) == 0) stop = argv[4] + 6;
+    pthread_t *t = calloc(n, sizeof *t);
+    for (int i = 0; i < n; i++)
+        if (pthread_create(&t[i], 0, run, 0)) return 4;
+    FILE *f = fopen(argv[3], "w");
+    if (!f) return 5;
+    for (int i = 0; i < n; i++) {
+        void *r;
+        pthread_join(t[i], &r);
+        fprintf(f, "%ld\n", (long)r);
+    }
+    fclose(f);
+    return 0;
+}
+"#;
+
+/// Compiles [`THREADS_C`] (fixed-address, `-O0`) once per test binary.
+pub fn threads_program() -> std::path::PathBuf {
+    use std::sync::OnceLock;
+    static BUILT: OnceLock<std::path::PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("threads-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let src = dir.join("threads.c");
+            std::fs::write(&src, THREADS_C).unwrap();
+            let out = dir.join("threads");
+            let st = std::process::Command::new("cc")
+                .args([
+                    "-O0",
+                    "-fno-inline",
+                    "-g0",
+                    "-fno-pie",
+                    "-no-pie",
+                    "-pthread",
+                ])
+                .arg("-o")
+                .arg(&out)
+                .arg(&src)
+                .status()
+                .expect("run cc");
+            assert!(st.success(), "cc failed");
+            out
+        })
+        .clone()
+}
+
+/// The tids a [`threads_program`] run wrote to `file`.
+pub fn tids_in(file: &std::path::Path) -> Vec<u32> {
+    std::fs::read_to_string(file)
+        .unwrap_or_else(|e| panic!("{}: {e}", file.display()))
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect()
+}
+
+/// A fresh path under the test target dir (not created).
+pub fn temp_path(name: &str) -> std::path::PathBuf {
+    use std::sync::atomic::AtomicUsize;
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("tmp");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(format!(
+        "{name}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
 pub mod capture;

@@ -1,0 +1,430 @@
+//! Opening what a target needs: inherited roots with anchor rings, per-thread counters,
+//! per-CPU counters, and the tracking counter beside them (see the module docs of
+//! [`super`] for why this order and what it guarantees).
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use super::drain::{Slot, TaskQueue};
+use super::stats::{Stats, Threads};
+use super::target::Watchee;
+use super::{EventInfo, Mode, Sampler, SamplerBuilder, Target};
+use crate::counter::{Builder, Counter, SampleType};
+use crate::event::{Event, Software};
+use crate::launch;
+use crate::notify::{Budget, Poller, Token};
+use crate::records::{Layout, Record, RecordKind};
+use crate::ring::Ring;
+use crate::{Error, ErrorKind, Result};
+
+/// How long to wait for a thread found while attaching to be scheduled once (after
+/// which its `FORK` record, if any, has been written).
+const STARTED_WAIT: Duration = Duration::from_secs(2);
+
+/// Rounds of re-reading `/proc/PID/task` before giving up on a process that keeps
+/// creating threads faster than they can be attached.
+const MAX_ROUNDS: usize = 64;
+
+/// When a registered counter starts counting.
+#[derive(Debug, Clone, Copy)]
+enum Start {
+    /// Enable it now (or arm its budget).
+    Now,
+    /// Leave it: it is enabled already, at exec, or by someone else.
+    Later,
+}
+
+fn layout_of(b: &Builder) -> Result<Layout> {
+    Layout::new(b.attr()).map_err(|e| {
+        Error::new(
+            ErrorKind::InvalidArgument,
+            format!("Sampler: decode {}", b.event().name()),
+            format!("its records cannot be decoded: {e}"),
+        )
+    })
+}
+
+fn info(b: &Builder) -> Result<EventInfo> {
+    Ok(EventInfo {
+        name: b.event().name().to_string(),
+        attr: *b.attr(),
+        layout: layout_of(b)?,
+        ids: Vec::new(),
+    })
+}
+
+pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
+    if cfg.events.is_empty() {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            "Sampler::start",
+            "no events were given",
+        )
+        .with_fix("add one with SamplerBuilder::event"));
+    }
+    if matches!(&cfg.target, Target::Cpus(c) if c.is_empty()) {
+        return Err(Error::new(
+            ErrorKind::InvalidArgument,
+            "Sampler::start",
+            "the CPU list is empty",
+        )
+        .with_fix("name at least one CPU"));
+    }
+    let mode = match &cfg.target {
+        Target::Cpus(_) => Mode::Cpu,
+        Target::Tid(_) => Mode::PerThread,
+        _ if cfg.per_thread || cfg.budget.is_some() => Mode::PerThread,
+        _ => Mode::Inherit,
+    };
+    let spawned = matches!(cfg.target, Target::Command(_));
+    let follow = matches!(cfg.target, Target::Command(_) | Target::Pid(_));
+    // A command's counters start at its exec, unless a budget arms them (REFRESH
+    // enables); everything else is enabled once its ring is registered.
+    let on_exec = spawned && cfg.budget.is_none();
+    let builders: Vec<Builder> = cfg
+        .events
+        .iter()
+        .map(|b| {
+            let st = SampleType::from_bits(b.attr().sample_type) | SampleType::TID;
+            b.clone()
+                .sample(st)
+                .sample_id_all(true)
+                .inherit(mode == Mode::Inherit)
+                .enable_on_exec(on_exec)
+                .enabled(false)
+        })
+        .collect();
+    let tracking_builder = cfg.tracking.then(|| {
+        let first = builders[0].attr();
+        let mut t = Builder::new(Event::software(Software::Dummy))
+            .track_tasks(true)
+            .sample(SampleType::TID | SampleType::TIME)
+            .sample_id_all(true)
+            .exclude_kernel(true)
+            .inherit(mode != Mode::Cpu && !matches!(cfg.target, Target::Tid(_)))
+            // It must report FORKs while the sampler attaches: enabled from the start.
+            .enabled(true);
+        if mode == Mode::PerThread && follow {
+            // New threads get counters as soon as their FORK is read.
+            t = t.wakeup_events(1);
+        }
+        // Same clock as the events, so their timestamps compare.
+        t.attr_mut().set_use_clockid(first.use_clockid());
+        t.attr_mut().clockid = first.clockid;
+        t
+    });
+    let events = builders.iter().map(info).collect::<Result<Vec<_>>>()?;
+    let tracking = tracking_builder.as_ref().map(info).transpose()?;
+    let stopped = match &cfg.target {
+        Target::Command(c) => Some(c.spawn_stopped()?),
+        _ => None,
+    };
+    let watchee_pid = match (&cfg.target, &stopped) {
+        (_, Some(s)) => Some(s.pid()),
+        (Target::Pid(p) | Target::Tid(p), None) => Some(*p),
+        _ => None,
+    };
+    let mut s = Sampler {
+        poller: Poller::new()?,
+        slots: Vec::new(),
+        events,
+        tracking,
+        builders,
+        tracking_builder,
+        mode,
+        follow,
+        size: cfg.size,
+        tracking_size: cfg.tracking_size,
+        budget: cfg.budget,
+        inherited: Vec::new(),
+        muted: Vec::new(),
+        attached: HashSet::new(),
+        threads: Threads::with_capacity(64),
+        totals: Stats::default(),
+        tasks: TaskQueue {
+            forks: Vec::with_capacity(64),
+            exits: Vec::with_capacity(64),
+        },
+        early: Vec::new(),
+        early_slots: Vec::new(),
+        ready: Vec::with_capacity(64),
+        wakeups: 0,
+        missed_threads: 0,
+        watchee: Watchee::Cpus,
+    };
+    match &cfg.target {
+        Target::Command(_) => {
+            let pid = watchee_pid.unwrap_or_default();
+            s.open_tracking(pid, None)?;
+            match mode {
+                Mode::Inherit => s.open_root(pid)?,
+                _ => s.open_thread(pid, true)?,
+            }
+        }
+        Target::Pid(pid) => s.attach_process(*pid)?,
+        Target::Tid(tid) => {
+            s.open_tracking(*tid, None)?;
+            s.open_thread(*tid, false)?;
+        }
+        Target::Cpus(cpus) => {
+            for &cpu in cpus {
+                s.open_tracking(-1, Some(cpu))?;
+                for i in 0..s.builders.len() {
+                    let b = s.builders[i].clone().target(crate::Target::Cpu(cpu));
+                    let c = s.open_budgeted(&b)?;
+                    let ring = Ring::map(&c, s.size)?;
+                    s.register(Some(i), None, c, ring, Start::Now)?;
+                }
+            }
+        }
+    }
+    s.watchee = match (stopped, &cfg.target) {
+        (Some(stopped), _) => Watchee::Command {
+            child: stopped.start()?,
+            status: None,
+        },
+        (None, Target::Pid(p)) => Watchee::Pid(*p),
+        (None, Target::Tid(t)) => Watchee::Tid(*t),
+        (None, _) => Watchee::Cpus,
+    };
+    Ok(s)
+}
+
+impl Sampler {
+    /// Registers `counter`'s `ring` under the next token and starts it as `start` says.
+    fn register(
+        &mut self,
+        event: Option<usize>,
+        owner: Option<u32>,
+        counter: Counter,
+        ring: Ring,
+        start: Start,
+    ) -> Result<()> {
+        let token = Token(self.slots.len() as u64);
+        self.poller.register(token, counter, ring)?;
+        self.slots.push(Slot {
+            event,
+            owner,
+            samples: 0,
+            closed: false,
+        });
+        match (start, event, self.budget) {
+            (Start::Now, Some(i), Some(n)) => {
+                // REFRESH(n) enables the counter for n overflows.
+                let b = Budget::new(self.builders[i].clone(), n);
+                self.poller.arm(token, &b)
+            }
+            (Start::Now, _, _) => match self.poller.counter(token) {
+                Some(c) => c.enable(),
+                None => Ok(()),
+            },
+            (Start::Later, _, _) => Ok(()),
+        }
+    }
+
+    fn open_budgeted(&self, b: &Builder) -> Result<Counter> {
+        match self.budget {
+            Some(n) => Budget::new(b.clone(), n).open(),
+            None => b.open(),
+        }
+    }
+
+    fn note_id(&mut self, event: Option<usize>, counter: &Counter) -> Result<()> {
+        let id = counter.id()?;
+        match event {
+            Some(i) => self.events[i].ids.push(id),
+            None => {
+                if let Some(t) = &mut self.tracking {
+                    t.ids.push(id)
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The tracking counter on `pid` (inherited unless per CPU or `-t`).
+    fn open_tracking(&mut self, pid: libc::pid_t, cpu: Option<i32>) -> Result<()> {
+        let Some(b) = &self.tracking_builder else {
+            return Ok(());
+        };
+        let b = b.clone().target(match cpu {
+            Some(c) => crate::Target::Cpu(c),
+            None => crate::Target::Thread(pid),
+        });
+        let counter = b.open()?;
+        self.note_id(None, &counter)?;
+        let size = self.tracking_size;
+        let (counter, ring) = if b.attr().inherit() != 0 {
+            let (anchor, ring) = Ring::map_inherited(&counter, size)?;
+            self.inherited.push(counter);
+            (anchor, ring)
+        } else {
+            let ring = Ring::map(&counter, size)?;
+            (counter, ring)
+        };
+        let owner = cpu.is_none().then_some(pid as u32);
+        self.register(None, owner, counter, ring, Start::Later)
+    }
+
+    /// Inherited counters for every event on root thread `tid`, each into an anchor ring.
+    pub(super) fn open_root(&mut self, tid: libc::pid_t) -> Result<()> {
+        for i in 0..self.builders.len() {
+            let b = self.builders[i].clone().target(crate::Target::Thread(tid));
+            let counter = b.open()?;
+            self.note_id(Some(i), &counter)?;
+            let (anchor, ring) = Ring::map_inherited(&counter, self.size)?;
+            // The anchor is a dummy that only owns the ring: the inherited counter is
+            // the one to enable (now, or at the command's exec).
+            if b.attr().enable_on_exec() == 0 {
+                counter.enable()?;
+            }
+            self.inherited.push(counter);
+            self.register(Some(i), None, anchor, ring, Start::Later)?;
+        }
+        self.attached.insert(tid as u32);
+        Ok(())
+    }
+
+    /// Non-inherited counters for every event on thread `tid`, a ring each. `main`: the
+    /// command's thread before its exec. A thread that has exited already is counted
+    /// in [`Sampler::missed_threads`], not an error.
+    pub(super) fn open_thread(&mut self, tid: libc::pid_t, main: bool) -> Result<()> {
+        self.attached.insert(tid as u32);
+        self.threads.entry(None, tid as u32);
+        for i in 0..self.builders.len() {
+            let b = self.builders[i]
+                .clone()
+                .target(crate::Target::Thread(tid))
+                .enable_on_exec(main && self.budget.is_none());
+            let counter = match self.open_budgeted(&b) {
+                Ok(c) => c,
+                Err(e)
+                    if !main && !launch::is_alive(tid) || e.raw_os_error() == Some(libc::ESRCH) =>
+                {
+                    self.missed_threads += 1;
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            };
+            self.note_id(Some(i), &counter)?;
+            let ring = Ring::map(&counter, self.size)?;
+            let start = if b.attr().enable_on_exec() != 0 {
+                Start::Later
+            } else {
+                Start::Now
+            };
+            self.register(Some(i), Some(tid as u32), counter, ring, start)?;
+        }
+        Ok(())
+    }
+
+    /// `-p`: every thread the process has, read again after each round of attaching
+    /// until no new one appears (see the module docs).
+    fn attach_process(&mut self, pid: libc::pid_t) -> Result<()> {
+        let mut forked: HashSet<u32> = HashSet::new();
+        for round in 0..MAX_ROUNDS {
+            let tids: Vec<libc::pid_t> = launch::threads(pid)?
+                .into_iter()
+                .filter(|t| !self.attached.contains(&(*t as u32)))
+                .collect();
+            if tids.is_empty() {
+                return Ok(());
+            }
+            for tid in tids {
+                // A thread that appeared while earlier ones were being attached may have
+                // inherited their counters: its FORK says so, once it has been scheduled.
+                let inherited = round > 0 && {
+                    wait_scheduled(pid, tid);
+                    self.read_tracking_early(&mut forked);
+                    forked.contains(&(tid as u32))
+                };
+                match (self.mode, inherited) {
+                    (_, true) if self.mode == Mode::Inherit => {
+                        self.attached.insert(tid as u32);
+                    }
+                    (Mode::Inherit, false) => {
+                        if self.opened_on_live(pid, tid, |s| s.open_tracking(tid, None))? {
+                            self.opened_on_live(pid, tid, |s| s.open_root(tid))?;
+                        }
+                    }
+                    (_, inherited) => {
+                        if !inherited {
+                            self.opened_on_live(pid, tid, |s| s.open_tracking(tid, None))?;
+                        }
+                        self.open_thread(tid, false)?;
+                    }
+                }
+            }
+        }
+        Err(Error::new(
+            ErrorKind::Busy,
+            format!("attach to process {pid}"),
+            format!("it kept creating threads through {MAX_ROUNDS} rounds of attaching"),
+        )
+        .with_fix("start it under perfring (a command) instead of attaching with -p"))
+    }
+
+    /// Runs `open` for thread `tid`; a thread that exited meanwhile is skipped (`false`).
+    fn opened_on_live(
+        &mut self,
+        pid: libc::pid_t,
+        tid: libc::pid_t,
+        open: impl FnOnce(&mut Self) -> Result<()>,
+    ) -> Result<bool> {
+        match open(self) {
+            Ok(()) => Ok(true),
+            Err(_) if !std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists() => {
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads the tracking rings now (while attaching), noting the tids of `FORK`s in
+    /// `forked`; the records are kept, copied, for the first drain.
+    fn read_tracking_early(&mut self, forked: &mut HashSet<u32>) {
+        let Some(layout) = self.tracking.as_ref().map(|t| t.layout) else {
+            return;
+        };
+        for slot in 0..self.slots.len() {
+            if self.slots[slot].event.is_some() {
+                continue;
+            }
+            let Some(ring) = self.poller.ring_mut(Token(slot as u64)) else {
+                continue;
+            };
+            let mut batch = ring.batch();
+            while let Some(r) = batch.next() {
+                let Ok(raw) = r else { continue };
+                if let Ok(rec) = Record::parse(raw.bytes(), &layout) {
+                    if let RecordKind::Fork(t) = rec.kind() {
+                        forked.insert(t.tid);
+                    }
+                }
+                self.early.extend_from_slice(raw.bytes());
+                self.early_slots.push((slot, raw.bytes().len()));
+            }
+        }
+    }
+}
+
+/// Waits until thread `tid` has been scheduled at least once (`/proc/.../schedstat`'s
+/// third field, the number of times it ran), or has gone, or [`STARTED_WAIT`] passed.
+fn wait_scheduled(pid: libc::pid_t, tid: libc::pid_t) {
+    let path = format!("/proc/{pid}/task/{tid}/schedstat");
+    let deadline = Instant::now() + STARTED_WAIT;
+    loop {
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return;
+        };
+        let ran = text
+            .split_whitespace()
+            .nth(2)
+            .and_then(|n| n.parse::<u64>().ok())
+            .map_or(true, |n| n > 0);
+        if ran || Instant::now() > deadline {
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}

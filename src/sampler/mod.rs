@@ -1,0 +1,532 @@
+//! A whole target sampled at once: a command, a process with every thread it has and
+//! creates, one thread, or CPUs, with one or more events, each record handed to the
+//! caller in place.
+//!
+//! # Brief overview
+//! - [`Target`] says what to watch; [`SamplerBuilder::event`] adds an event (a counter
+//!   [`Builder`]: the caller chooses `sample_type`, period, wake-ups).
+//! - [`SamplerBuilder::start`] opens what the target needs and starts it (a command is
+//!   spawned stopped, so its counters are attached before its `exec`).
+//! - [`Sampler::poll`] waits for the poll driver and drains every ring; each record goes
+//!   to the callback as a [`Delivery`]: the event's index, the decoded
+//!   [`Record`](crate::records::Record), the raw bytes, the thread. Nothing is copied or
+//!   allocated per record.
+//! - [`Sampler::stats`] and [`Sampler::thread`] give the accounting (samples, lost,
+//!   throttled, undecoded) in total and per thread; [`Sampler::events`] each event's
+//!   `perf_event_attr` and kernel ids (for a perf.data writer);
+//!   [`Sampler::target_ended`] the command's exit status.
+//!
+//! # What is opened, and why it is exact
+//! Every event's counters record `TID` and `sample_id_all`, so each record names its
+//! thread. Beside the events, a *tracking* counter (`dummy` with `task`, `comm`, `mmap2`)
+//! reports `FORK`/`EXIT`/`COMM`/`MMAP2`; its records are delivered with `event: None`.
+//!
+//! - **Inherited** (the default for [`Target::Command`] and [`Target::Pid`]): one counter
+//!   per event on each *root* thread, with `inherit`, written to an anchor ring
+//!   ([`Ring::map_inherited`]). The kernel copies an inherited counter into every thread
+//!   and child the root creates, inside `clone()` itself, before the new thread runs its
+//!   first instruction: nothing a new thread does is missed, whatever the sampler is
+//!   doing. A command has one root, attached before its `exec`. A running process has a
+//!   root per thread that exists when the sampler attaches; `/proc/PID/task` is read
+//!   again after each round of attaching, until no new thread appears, so a thread
+//!   created *during* the attach is found too. Such a thread is given counters of its
+//!   own unless the tracking counter reported its `FORK` (its creator's counters were
+//!   already there, so it inherited them); the sampler first waits until the new thread
+//!   has been scheduled once, which the kernel does only after writing that `FORK`.
+//!   The tracking counter is opened before the events on each root, so a thread whose
+//!   `FORK` was not reported did not inherit the events: no thread is counted twice.
+//!   (The remaining window: a thread whose `clone()` was in flight, between the kernel's
+//!   copying of counters and its `FORK` record, at the very moment its creator was being
+//!   attached. Threads created after the attach are always exact.)
+//! - **Per thread** ([`SamplerBuilder::per_thread`], implied by
+//!   [`SamplerBuilder::budget`] because `REFRESH` is `EINVAL` on inherited counters, and
+//!   always for [`Target::Tid`]): one non-inherited counter and ring per event per
+//!   thread. The tracking counter is inherited as above, and each `FORK` it reports
+//!   opens counters on the new thread; events the new thread causes before they are
+//!   open (it runs while the sampler reacts) are not seen. Use inheritance for exact
+//!   counts from a thread's first instruction, per-thread counters for what needs them
+//!   (budgets, a ring per thread).
+//! - **CPUs**: one counter per event per CPU, mapped directly.
+//!
+//! # Examples
+//! ```no_run
+//! use perfring::sampler::{Sampler, Target};
+//! use perfring::records::RecordKind;
+//! use perfring::{launch, Counter, SampleType};
+//!
+//! let event = Counter::builder("cpu-clock:u")?
+//!     .period(1_000_000)
+//!     .sample(SampleType::IP | SampleType::TID | SampleType::TIME)
+//!     .wakeup_events(16);
+//! let mut sampler = Sampler::builder(Target::Command(launch::Command::new("ls").arg("/")))
+//!     .event(event)
+//!     .start()?;
+//! while sampler.target_ended()?.is_none() {
+//!     sampler.poll(Some(std::time::Duration::from_millis(50)), |d| {
+//!         if let RecordKind::Sample(s) = d.record.kind() {
+//!             println!("event {:?} tid {:?} ip {:#x}", d.event, d.tid, s.ip().unwrap_or(0));
+//!         }
+//!     })?;
+//! }
+//! sampler.drain(|_| {})?; // what the last moments left in the rings
+//! let total = sampler.stats();
+//! println!("{} samples, {} lost, {} throttled", total.samples, total.lost, total.throttled);
+//! # Ok::<(), perfring::Error>(())
+//! ```
+//!
+//! [`Builder`]: crate::Builder
+//! [`Ring::map_inherited`]: crate::ring::Ring::map_inherited
+
+mod attach;
+mod drain;
+mod exec;
+mod stats;
+mod symbolizer;
+mod target;
+
+pub use drain::Delivery;
+pub use exec::ExecQueue;
+pub use stats::{Stats, ThreadInfo};
+pub use symbolizer::Symbolizer;
+pub use target::{Target, TargetEnd};
+
+use std::collections::HashSet;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::time::Duration;
+
+use crate::counter::{Builder, Counter};
+use crate::launch::ExitStatus;
+use crate::notify::{Notification, NotifyKind, Poller, Token};
+use crate::records::Layout;
+use crate::ring::{Ring, RingSize};
+use crate::{sys, Error, ErrorKind, Result};
+
+use drain::{Sink, Slot, TaskQueue};
+use stats::Threads;
+use target::Watchee;
+
+/// One event of a sampler (or its tracking counter): what the kernel was given and the
+/// ids of the counters opened for it.
+#[derive(Clone)]
+pub struct EventInfo {
+    name: String,
+    attr: sys::perf_event_attr,
+    layout: Layout,
+    ids: Vec<u64>,
+}
+
+impl std::fmt::Debug for EventInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventInfo")
+            .field("name", &self.name)
+            .field("type", &self.attr.type_)
+            .field("config", &self.attr.config)
+            .field("sample_type", &self.attr.sample_type)
+            .field("ids", &self.ids)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EventInfo {
+    /// The event's name, as parsed.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The `perf_event_attr` every counter of this event was opened with (what a
+    /// perf.data header records): the caller's, plus `TID` in `sample_type`,
+    /// `sample_id_all`, and `inherit`/`enable_on_exec` as the target needs.
+    pub fn attr(&self) -> &sys::perf_event_attr {
+        &self.attr
+    }
+
+    /// Where each field of this event's records sits.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// The kernel ids ([`Counter::id`]) of every counter opened for this event, in the
+    /// order they were opened (threads found later append theirs). Samples of inherited
+    /// counters carry their root's id in `PERF_SAMPLE_ID`.
+    pub fn ids(&self) -> &[u64] {
+        &self.ids
+    }
+}
+
+/// How the counters are laid out over the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Inherit,
+    PerThread,
+    Cpu,
+}
+
+/// Configures a [`Sampler`]; from [`Sampler::builder`].
+#[derive(Debug, Clone)]
+pub struct SamplerBuilder {
+    target: Target,
+    events: Vec<Builder>,
+    size: RingSize,
+    tracking_size: RingSize,
+    per_thread: bool,
+    budget: Option<u32>,
+    tracking: bool,
+}
+
+impl SamplerBuilder {
+    /// Adds an event; its index in [`Delivery::event`] and [`Sampler::events`] is the
+    /// number of events added before it. The builder's target, `inherit`,
+    /// `enable_on_exec` and `disabled` are set by the sampler; `TID` is added to its
+    /// `sample_type` and `sample_id_all` is set, so every record names its thread.
+    pub fn event(mut self, event: Builder) -> Self {
+        self.events.push(event);
+        self
+    }
+
+    /// The size of each event ring (default 64 pages).
+    pub fn ring_size(mut self, size: RingSize) -> Self {
+        self.size = size;
+        self
+    }
+
+    /// The size of each tracking ring (default 16 pages).
+    pub fn tracking_ring_size(mut self, size: RingSize) -> Self {
+        self.tracking_size = size;
+        self
+    }
+
+    /// One non-inherited counter per thread, opened for new threads as their `FORK` is
+    /// reported (see the module docs for what that misses), instead of inherited ones.
+    pub fn per_thread(mut self, yes: bool) -> Self {
+        self.per_thread = yes;
+        self
+    }
+
+    /// At most `n` overflows per counter (`PERF_EVENT_IOC_REFRESH`): per thread, since
+    /// it implies [`per_thread`](Self::per_thread); per CPU for [`Target::Cpus`].
+    pub fn budget(mut self, n: u32) -> Self {
+        self.budget = Some(n);
+        self
+    }
+
+    /// Whether to open the tracking counter (`MMAP2`, `COMM`, `FORK`, `EXIT`; default
+    /// yes). Without it, per-thread mode cannot follow new threads.
+    pub fn tracking(mut self, yes: bool) -> Self {
+        self.tracking = yes;
+        self
+    }
+
+    /// Opens every counter and ring, registers them with the poll driver, enables them,
+    /// and starts the command if the target is one.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`] without events or with an empty CPU list; any
+    /// error of spawning the command, opening a counter ([`Builder::open`]), mapping a
+    /// ring ([`Ring::map`]) or registering it. A command spawned before the error is
+    /// killed and reaped.
+    pub fn start(self) -> Result<Sampler> {
+        attach::start(self)
+    }
+}
+
+/// A target sampled with one or more events; see the [module docs](self).
+#[derive(Debug)]
+pub struct Sampler {
+    poller: Poller,
+    slots: Vec<Slot>,
+    events: Vec<EventInfo>,
+    tracking: Option<EventInfo>,
+    /// Per-event builders with everything but the target set, for threads found later.
+    builders: Vec<Builder>,
+    tracking_builder: Option<Builder>,
+    mode: Mode,
+    follow: bool,
+    size: RingSize,
+    tracking_size: RingSize,
+    budget: Option<u32>,
+    /// Inherited counters writing into an anchor's ring: alive as long as the sampler.
+    inherited: Vec<Counter>,
+    /// Rings no longer polled (their task exited and epoll would report `EPOLLHUP` on
+    /// every wait) but still drained: inherited copies may still write to them.
+    muted: Vec<(usize, Counter, Ring)>,
+    /// Threads with counters of their own (per-thread mode) or roots (inherited).
+    attached: HashSet<u32>,
+    threads: Threads,
+    totals: Stats,
+    tasks: TaskQueue,
+    /// Tracking records read while attaching (to find inherited threads), with the slot
+    /// they came from; delivered at the first drain.
+    early: Vec<u8>,
+    early_slots: Vec<(usize, usize)>,
+    ready: Vec<Notification>,
+    wakeups: u64,
+    /// Threads whose counters could not be opened because they had already exited.
+    missed_threads: u64,
+    watchee: Watchee,
+}
+
+impl Sampler {
+    /// Starts configuring a sampler of `target`.
+    pub fn builder(target: Target) -> SamplerBuilder {
+        SamplerBuilder {
+            target,
+            events: Vec::new(),
+            size: RingSize::Pages(64),
+            tracking_size: RingSize::Pages(16),
+            per_thread: false,
+            budget: None,
+            tracking: true,
+        }
+    }
+
+    /// Waits up to `timeout` (`None`: forever) for the poll driver to report a ready
+    /// ring, then drains **every** ring to `data_head` (one wake-up is never one
+    /// overflow), handing each record to `f` in place; then opens counters for threads
+    /// created since (per-thread mode) and closes those of threads that exited. Returns
+    /// the number of records handed out.
+    ///
+    /// # Errors
+    /// An `epoll_wait` errno other than `EINTR` (which returns after draining), or the
+    /// failure to open counters on a new thread for a reason other than its exit.
+    pub fn poll(
+        &mut self,
+        timeout: Option<Duration>,
+        mut f: impl FnMut(Delivery<'_>),
+    ) -> Result<u64> {
+        let mut ready = std::mem::take(&mut self.ready);
+        let polled = self.poller.poll(&mut ready, timeout);
+        self.ready = ready;
+        polled?;
+        let mut hups = 0;
+        for n in &self.ready {
+            match n.kind {
+                NotifyKind::Hup => hups += 1,
+                _ => self.wakeups += 1,
+            }
+        }
+        let n = self.drain_rings(&mut f);
+        if hups > 0 {
+            self.on_hups(&mut f);
+        }
+        self.follow_tasks(&mut f)?;
+        Ok(n)
+    }
+
+    /// Drains every ring without waiting (for signal-driven callers, and after the
+    /// target ended), then follows thread creation and exit as [`poll`](Self::poll).
+    ///
+    /// # Errors
+    /// As [`poll`](Self::poll), for new threads.
+    pub fn drain(&mut self, mut f: impl FnMut(Delivery<'_>)) -> Result<u64> {
+        let n = self.drain_rings(&mut f);
+        self.follow_tasks(&mut f)?;
+        Ok(n)
+    }
+
+    fn sink(&mut self) -> (Sink<'_>, &mut Poller, &mut Vec<(usize, Counter, Ring)>) {
+        (
+            Sink {
+                slots: &mut self.slots,
+                events: &self.events,
+                tracking: self.tracking.as_ref(),
+                threads: &mut self.threads,
+                totals: &mut self.totals,
+                tasks: &mut self.tasks,
+            },
+            &mut self.poller,
+            &mut self.muted,
+        )
+    }
+
+    fn drain_rings(&mut self, f: &mut dyn FnMut(Delivery<'_>)) -> u64 {
+        let mut n = 0;
+        if !self.early_slots.is_empty() {
+            let early = std::mem::take(&mut self.early);
+            let slots = std::mem::take(&mut self.early_slots);
+            let (mut sink, _, _) = self.sink();
+            let mut at = 0;
+            for &(slot, len) in &slots {
+                sink.record(slot, &early[at..at + len], f);
+                at += len;
+                n += 1;
+            }
+        }
+        let (mut sink, poller, muted) = self.sink();
+        n += poller.drain_all(|t, raw| sink.record(t.0 as usize, raw.bytes(), f));
+        for (slot, _, ring) in muted.iter_mut() {
+            let mut batch = ring.batch();
+            while let Some(r) = batch.next() {
+                if let Ok(raw) = r {
+                    sink.record(*slot, raw.bytes(), f);
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// Rings whose task exited: a per-thread counter is closed (after a last drain);
+    /// an inherited root's ring is taken off epoll but kept and drained, since the
+    /// threads that inherited it may still write to it.
+    fn on_hups(&mut self, f: &mut dyn FnMut(Delivery<'_>)) {
+        let hung: Vec<Token> = self
+            .ready
+            .iter()
+            .filter(|n| n.kind == NotifyKind::Hup)
+            .map(|n| n.token)
+            .collect();
+        for token in hung {
+            let slot = token.0 as usize;
+            if self.slots.get(slot).map_or(true, |s| s.closed) {
+                continue;
+            }
+            self.close_slot(slot, f);
+        }
+    }
+
+    fn close_slot(&mut self, slot: usize, f: &mut dyn FnMut(Delivery<'_>)) {
+        let token = Token(slot as u64);
+        let inherit = self.mode == Mode::Inherit;
+        let (mut sink, poller, muted) = self.sink();
+        poller.drain(token, |t, raw| sink.record(t.0 as usize, raw.bytes(), f));
+        let Some((counter, ring)) = poller.deregister(token) else {
+            return;
+        };
+        if inherit {
+            muted.push((slot, counter, ring));
+        }
+        self.slots[slot].closed = true;
+    }
+
+    /// Per-thread mode: counters for threads created since the last drain, and closing
+    /// those of threads that exited.
+    fn follow_tasks(&mut self, f: &mut dyn FnMut(Delivery<'_>)) -> Result<()> {
+        if self.tasks.forks.is_empty() && self.tasks.exits.is_empty() {
+            return Ok(());
+        }
+        let forks = std::mem::take(&mut self.tasks.forks);
+        let exits = std::mem::take(&mut self.tasks.exits);
+        if self.mode == Mode::PerThread && self.follow {
+            for &(_, tid) in &forks {
+                if !self.attached.contains(&tid) && !exits.contains(&tid) {
+                    self.open_thread(tid as libc::pid_t, false)?;
+                }
+            }
+            for &tid in &exits {
+                let owned: Vec<usize> = (0..self.slots.len())
+                    .filter(|&i| self.slots[i].owner == Some(tid) && !self.slots[i].closed)
+                    .collect();
+                for slot in owned {
+                    self.close_slot(slot, f);
+                }
+            }
+        }
+        // Reuse the vectors' capacity.
+        self.tasks.forks = forks;
+        self.tasks.forks.clear();
+        self.tasks.exits = exits;
+        self.tasks.exits.clear();
+        Ok(())
+    }
+
+    /// Each event: name, `perf_event_attr`, layout, kernel ids.
+    pub fn events(&self) -> &[EventInfo] {
+        &self.events
+    }
+
+    /// The tracking counter (`dummy` with `task`, `comm`, `mmap2`), if opened.
+    pub fn tracking(&self) -> Option<&EventInfo> {
+        self.tracking.as_ref()
+    }
+
+    /// Totals over every thread.
+    pub fn stats(&self) -> Stats {
+        self.totals
+    }
+
+    /// What thread `tid` delivered, if the sampler has seen it.
+    pub fn thread(&self, tid: u32) -> Option<&ThreadInfo> {
+        self.threads.get(tid)
+    }
+
+    /// Every thread seen, in no particular order.
+    pub fn threads(&self) -> impl Iterator<Item = &ThreadInfo> + '_ {
+        self.threads.iter()
+    }
+
+    /// Wake-ups from the poll driver (overflow notifications, not hang-ups).
+    pub fn wakeups(&self) -> u64 {
+        self.wakeups
+    }
+
+    /// Number of counters opened (every event on every root, thread or CPU, and the
+    /// tracking counters), closed ones included.
+    pub fn counters(&self) -> usize {
+        self.slots.len() + self.inherited.len()
+    }
+
+    /// Threads reported by `FORK` that exited before their counters could be opened
+    /// (per-thread mode).
+    pub fn missed_threads(&self) -> u64 {
+        self.missed_threads
+    }
+
+    /// Whether every per-thread counter has delivered its [`budget`] (false without
+    /// one).
+    ///
+    /// [`budget`]: SamplerBuilder::budget
+    pub fn budgets_spent(&self) -> bool {
+        let Some(n) = self.budget else {
+            return false;
+        };
+        self.slots
+            .iter()
+            .filter(|s| s.event.is_some())
+            .all(|s| s.samples >= u64::from(n))
+    }
+
+    /// The process id of the target (the command's, `-p`'s or `-t`'s), `None` for CPUs.
+    pub fn pid(&self) -> Option<libc::pid_t> {
+        self.watchee.pid()
+    }
+
+    /// Whether the target has ended: the command exited (reaped, with its status), or
+    /// the process or thread given by id is gone. Always `None` for CPUs. Drain once
+    /// more after it returns `Some` to collect the last records.
+    ///
+    /// # Errors
+    /// A `waitpid` failure other than "no such child".
+    pub fn target_ended(&mut self) -> Result<Option<TargetEnd>> {
+        self.watchee.ended()
+    }
+
+    /// Sends `signal` to the target process (a command or `-p`/`-t`'s process).
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`] for a CPU target; the `kill` errno otherwise.
+    pub fn signal_target(&self, signal: i32) -> Result<()> {
+        match self.watchee.pid() {
+            Some(pid) => crate::launch::signal_process(pid, signal),
+            None => Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "Sampler::signal_target",
+                "the target is CPUs, not a process",
+            )),
+        }
+    }
+
+    /// Ends a spawned command that is still running: `SIGTERM`, then `SIGKILL` after
+    /// `grace`, and returns its status (also when it had exited already). Targets given
+    /// by id are left running (`None`).
+    pub fn terminate(&mut self, grace: Duration) -> Option<ExitStatus> {
+        self.watchee.terminate(grace)
+    }
+}
+
+/// The poll driver's epoll fd, readable while a ring is ready: an event loop can watch
+/// the whole sampler with one registration and call [`Sampler::drain`].
+impl AsFd for Sampler {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.poller.as_fd()
+    }
+}

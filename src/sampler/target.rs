@@ -1,0 +1,97 @@
+//! What a [`Sampler`](super::Sampler) watches, and how it learns that it has ended.
+
+use std::time::{Duration, Instant};
+
+use crate::launch::{self, Child, ExitStatus};
+use crate::Result;
+
+/// What to sample: perf's `-- CMD`, `-p`, `-t` and `-C`.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub enum Target {
+    /// A command, started stopped so that every counter is attached before its `exec`;
+    /// its threads and children are followed from their first instruction.
+    Command(launch::Command),
+    /// A running process: every thread it has now and every thread (and child process)
+    /// it creates later.
+    Pid(libc::pid_t),
+    /// One running thread, alone.
+    Tid(libc::pid_t),
+    /// Everything that runs on these CPUs (needs `perf_event_paranoid <= 0`).
+    Cpus(Vec<i32>),
+}
+
+/// How the target ended, from [`Sampler::target_ended`](super::Sampler::target_ended).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TargetEnd {
+    /// The spawned command exited (and was reaped) with this status.
+    Exited(ExitStatus),
+    /// The process or thread given by id no longer exists (its status belongs to its
+    /// parent, not to us).
+    Gone,
+}
+
+/// The live side of a [`Target`].
+#[derive(Debug)]
+pub(crate) enum Watchee {
+    Command {
+        child: Child,
+        status: Option<ExitStatus>,
+    },
+    Pid(libc::pid_t),
+    Tid(libc::pid_t),
+    Cpus,
+}
+
+impl Watchee {
+    /// Whether the target has ended; a command is reaped (once) when it has.
+    pub(crate) fn ended(&mut self) -> Result<Option<TargetEnd>> {
+        Ok(match self {
+            Watchee::Command { child, status } => {
+                if status.is_none() {
+                    *status = child.try_wait()?;
+                }
+                status.map(TargetEnd::Exited)
+            }
+            Watchee::Pid(pid) => (!launch::is_alive(*pid)).then_some(TargetEnd::Gone),
+            Watchee::Tid(tid) => (!launch::is_alive(*tid)).then_some(TargetEnd::Gone),
+            Watchee::Cpus => None,
+        })
+    }
+
+    /// Ends a spawned command: `SIGTERM`, then `SIGKILL` after `grace`; returns its
+    /// status. Targets given by id are left alone (`None`).
+    pub(crate) fn terminate(&mut self, grace: Duration) -> Option<ExitStatus> {
+        let Watchee::Command { child, status } = self else {
+            return None;
+        };
+        if status.is_some() {
+            return *status;
+        }
+        let _ = child.signal(libc::SIGTERM);
+        let deadline = Instant::now() + grace;
+        *status = loop {
+            match child.try_wait() {
+                Ok(Some(s)) => break Some(s),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                Ok(None) => {
+                    let _ = child.signal(libc::SIGKILL);
+                    break child.wait().ok();
+                }
+                Err(_) => break None,
+            }
+        };
+        *status
+    }
+
+    pub(crate) fn pid(&self) -> Option<libc::pid_t> {
+        match self {
+            Watchee::Command { child, .. } => Some(child.pid()),
+            Watchee::Pid(p) | Watchee::Tid(p) => Some(*p),
+            Watchee::Cpus => None,
+        }
+    }
+}

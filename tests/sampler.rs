@@ -1,0 +1,147 @@
+//! `perfring::sampler`: whole programs with threads created after the attach, exact
+//! counts per thread from an execute breakpoint.
+
+mod util;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use perfring::records::RecordKind;
+use perfring::sampler::{Delivery, Sampler, Target, TargetEnd};
+use perfring::symbols::{resolve_event, TargetImage};
+use perfring::{launch, Counter, SampleType};
+
+const THREADS: usize = 50;
+const CALLS: u64 = 1000;
+const PERIOD: u64 = 10;
+
+/// What the callback saw: samples per tid, FORKs and EXITs of the tracking counter.
+#[derive(Default)]
+struct Seen {
+    per_tid: BTreeMap<u32, u64>,
+    forks: BTreeSet<u32>,
+    exits: BTreeSet<u32>,
+    other_events: u64,
+}
+
+impl Seen {
+    fn take(&mut self, d: Delivery<'_>) {
+        match (d.event, d.record.kind()) {
+            (Some(0), RecordKind::Sample(s)) => {
+                // The delivery's thread is the sample's own TID.
+                assert_eq!(d.tid, s.tid());
+                *self.per_tid.entry(s.tid().unwrap()).or_default() += 1;
+                assert_eq!(d.raw.len(), d.record.size());
+            }
+            (None, RecordKind::Fork(t)) => {
+                self.forks.insert(t.tid);
+            }
+            (None, RecordKind::Exit(t)) => {
+                self.exits.insert(t.tid);
+            }
+            (Some(_), RecordKind::Sample(_)) => self.other_events += 1,
+            _ => {}
+        }
+    }
+}
+
+fn breakpoint(image: &TargetImage) -> perfring::Builder {
+    let event = resolve_event("mem:hit:x", image).expect("resolve mem:hit:x");
+    Counter::builder_for(event)
+        .period(PERIOD)
+        .sample(SampleType::IP | SampleType::TID)
+        .wakeup_events(1)
+}
+
+/// Polls until the target ended, then drains what is left.
+fn run(sampler: &mut Sampler, seen: &mut Seen) -> TargetEnd {
+    loop {
+        sampler
+            .poll(Some(Duration::from_millis(20)), |d| seen.take(d))
+            .unwrap();
+        if let Some(end) = sampler.target_ended().unwrap() {
+            sampler.drain(|d| seen.take(d)).unwrap();
+            return end;
+        }
+    }
+}
+
+/// Exactly CALLS/PERIOD samples for each of the program's threads, none for anyone else.
+fn check(sampler: &Sampler, seen: &Seen, tid_file: &Path) {
+    let tids = util::tids_in(tid_file);
+    assert_eq!(tids.len(), THREADS);
+    let expected: BTreeMap<u32, u64> = tids.iter().map(|&t| (t, CALLS / PERIOD)).collect();
+    assert_eq!(seen.per_tid, expected);
+    assert_eq!(seen.other_events, 0);
+    let total = sampler.stats();
+    assert_eq!(total.samples, THREADS as u64 * CALLS / PERIOD, "{total:?}");
+    assert_eq!((total.lost, total.lost_samples, total.undecoded), (0, 0, 0));
+    for &t in &tids {
+        let info = sampler
+            .thread(t)
+            .unwrap_or_else(|| panic!("thread {t} unknown"));
+        assert_eq!(info.stats.samples, CALLS / PERIOD, "{info:?}");
+        assert!(info.exited, "{info:?}");
+    }
+    // The tracking counter reported every thread's creation and exit.
+    let all: BTreeSet<u32> = tids.iter().copied().collect();
+    assert!(seen.forks.is_superset(&all), "{:?}", seen.forks);
+    assert!(seen.exits.is_superset(&all), "{:?}", seen.exits);
+    // The ids a perf.data writer needs.
+    assert!(!sampler.events()[0].ids().is_empty());
+    assert!(sampler.events()[0].attr().sample_id_all() != 0);
+}
+
+#[test]
+fn command_threads_created_later_exact_per_thread() {
+    let prog = util::threads_program();
+    let tid_file = util::temp_path("tids");
+    let cmd = launch::Command::new(&prog).args([
+        THREADS.to_string(),
+        CALLS.to_string(),
+        tid_file.display().to_string(),
+    ]);
+    let mut sampler = Sampler::builder(Target::Command(cmd))
+        .event(breakpoint(&TargetImage::Spawned(prog.clone())))
+        .start()
+        .unwrap();
+    let mut seen = Seen::default();
+    let end = run(&mut sampler, &mut seen);
+    assert_eq!(end, TargetEnd::Exited(launch::ExitStatus::Exited(0)));
+    check(&sampler, &seen, &tid_file);
+}
+
+#[test]
+fn pid_threads_created_after_attach_exact_per_thread() {
+    let prog = util::threads_program();
+    let tid_file = util::temp_path("tids");
+    let mut child = Command::new(&prog)
+        .args([&THREADS.to_string(), &CALLS.to_string()])
+        .arg(&tid_file)
+        .arg("wait")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // "ready": it has exec'd, so its maps name the program.
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line, "ready\n");
+    let pid = child.id() as i32;
+    let mut sampler = Sampler::builder(Target::Pid(pid))
+        .event(breakpoint(&TargetImage::Process(pid)))
+        .start()
+        .unwrap();
+    // Attached: let it start its threads.
+    child.stdin.take().unwrap().write_all(b"g").unwrap();
+    let mut seen = Seen::default();
+    let end = run(&mut sampler, &mut seen);
+    assert_eq!(end, TargetEnd::Gone);
+    assert!(child.wait().unwrap().success());
+    check(&sampler, &seen, &tid_file);
+}
