@@ -105,7 +105,7 @@ fn breakpoint_samples_read_back_exactly_by_go_pprof() {
         period: 100,
         callchain: false,
     };
-    let (sink, cap) = capture::record(&prog, &["10000", "0"], &spec, |ev| {
+    let (mut sink, cap) = capture::record(&prog, &["10000", "0"], &spec, |ev| {
         Pprof::create(&file, ev).unwrap()
     });
     assert_eq!(cap.samples, vec![100]);
@@ -152,7 +152,7 @@ fn cpu_clock_on_threads_perf_report_and_pprof_agree_on_the_top_symbols() {
         callchain: true,
     };
     let (pd, pp) = (dir.join("perf.data"), dir.join("prof.pb.gz"));
-    let (sink, cap) = capture::record(&prog, &["0", "4000000"], &spec, |ev| {
+    let (mut sink, cap) = capture::record(&prog, &["0", "4000000"], &spec, |ev| {
         Tee(
             PerfData::create(&pd, ev, &[]).unwrap(),
             Pprof::create(&pp, ev).unwrap(),

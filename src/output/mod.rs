@@ -41,7 +41,7 @@ pub use perfdata::PerfData;
 pub use pprof::{Pprof, PprofSummary};
 pub use push::push_pyroscope;
 pub use stream::{Chunk, QueueSize, Sink, StreamStats, Streamer};
-pub use synth::{relayout, synthesize_process};
+pub use synth::{relayout, synthesize_kernel, synthesize_process};
 
 use crate::sys;
 

@@ -16,7 +16,7 @@ use prost::Message;
 
 use super::perfdata::{read_build_id, write_error};
 use super::proto;
-use super::stream::{Chunk, Sink, NO_EVENT};
+use super::stream::{Chunk, Sink, FINISHED_ROUND, NO_EVENT};
 use super::EventInfo;
 use crate::error::{Error, ErrorKind, Result};
 use crate::records::{Layout, Record, RecordKind};
@@ -52,6 +52,8 @@ pub struct Pprof {
     functions: Vec<proto::Function>,
     function_ids: HashMap<(i64, i64), u64>,
     samples: HashMap<SampleKey, Vec<i64>>,
+    pending: Vec<Pending>,
+    pending_addrs: Vec<u64>,
     symbolizer: Symbolizer,
     started: (SystemTime, Instant),
     decoded: u64,
@@ -76,6 +78,17 @@ struct MapEntry {
     end: u64,
     pgoff: u64,
     file: Arc<Path>,
+}
+
+/// A sample waiting for its round's end.
+#[derive(Debug, Clone)]
+struct Pending {
+    event: usize,
+    pid: u32,
+    tid: u32,
+    period: u64,
+    /// Its addresses, leaf first, in `pending_addrs`.
+    addrs: std::ops::Range<usize>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -162,6 +175,8 @@ impl Pprof {
             functions: Vec::new(),
             function_ids: HashMap::new(),
             samples: HashMap::new(),
+            pending: Vec::new(),
+            pending_addrs: Vec::new(),
             symbolizer: Symbolizer::default(),
             started: (SystemTime::now(), Instant::now()),
             decoded: 0,
@@ -184,8 +199,9 @@ impl Pprof {
     }
 
     /// Feeds whole records (back to back, as the ring holds them) of event number
-    /// `event`. Samples are aggregated; `MMAP`/`MMAP2`/`COMM`/`FORK` records update
-    /// what names addresses and threads; records that do not decode are counted.
+    /// `event`. `MMAP`/`MMAP2`/`COMM`/`FORK` records update what names addresses and
+    /// threads; samples are held until [`end_round`](Self::end_round) (or the end),
+    /// then symbolized and aggregated; records that do not decode are counted.
     pub fn add_records(&mut self, event: usize, mut bytes: &[u8]) {
         while bytes.len() >= 8 {
             let size = usize::from(u16::from_ne_bytes([bytes[6], bytes[7]]));
@@ -221,34 +237,21 @@ impl Pprof {
                         1
                     }
                 });
-                let mut addrs: Vec<u64> = Vec::new();
+                let start = self.pending_addrs.len();
                 if let Some(chain) = s.callchain() {
-                    addrs.extend(chain.iter().filter(|&a| a < CONTEXT_MARKERS));
+                    self.pending_addrs
+                        .extend(chain.iter().filter(|&a| a < CONTEXT_MARKERS));
                 }
-                if addrs.is_empty() {
-                    addrs.extend(s.ip());
+                if self.pending_addrs.len() == start {
+                    self.pending_addrs.extend(s.ip());
                 }
-                let stack: Vec<u64> = addrs
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &a)| self.location(pid, a, i > 0))
-                    .collect();
-                let comm = match self.comms.get(&tid) {
-                    Some(&c) => c,
-                    None => 0,
-                };
-                let key = SampleKey {
+                self.pending.push(Pending {
                     event,
                     pid,
                     tid,
-                    comm,
-                    stack,
-                };
-                let n = self.events.len();
-                let v = self.samples.entry(key).or_insert_with(|| vec![0; n + 1]);
-                v[0] += 1;
-                v[event + 1] += period as i64;
-                self.decoded += 1;
+                    period,
+                    addrs: start..self.pending_addrs.len(),
+                });
             }
             RecordKind::Mmap2(m) => {
                 let file = m.filename;
@@ -279,6 +282,39 @@ impl Pprof {
             RecordKind::Lost(l) => self.lost += l.lost,
             _ => {}
         }
+    }
+
+    /// Symbolizes and aggregates the samples held since the last round: a round's
+    /// `MMAP2`/`COMM` records may come after its samples (the tracking ring is drained
+    /// after the events' rings), never after the round.
+    pub fn end_round(&mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        let addrs = std::mem::take(&mut self.pending_addrs);
+        let n = self.events.len();
+        for p in &pending {
+            let stack: Vec<u64> = addrs[p.addrs.clone()]
+                .iter()
+                .enumerate()
+                .map(|(i, &a)| self.location(p.pid, a, i > 0))
+                .collect();
+            let comm = self.comms.get(&p.tid).copied().unwrap_or(0);
+            let key = SampleKey {
+                event: p.event,
+                pid: p.pid,
+                tid: p.tid,
+                comm,
+                stack,
+            };
+            let v = self.samples.entry(key).or_insert_with(|| vec![0; n + 1]);
+            v[0] += 1;
+            v[p.event + 1] += p.period as i64;
+            self.decoded += 1;
+        }
+        // Keep the buffers' capacity for the next round.
+        self.pending = pending;
+        self.pending.clear();
+        self.pending_addrs = addrs;
+        self.pending_addrs.clear();
     }
 
     fn add_map(&mut self, pid: u32, addr: u64, len: u64, pgoff: u64, file: &[u8], misc: u16) {
@@ -401,8 +437,9 @@ impl Pprof {
         id
     }
 
-    /// The profile message as it stands.
+    /// The profile message as it stands (samples held for the round's end included).
     pub fn profile(&mut self) -> proto::Profile {
+        self.end_round();
         let mut sample_type = vec![proto::ValueType {
             r#type: self.string("samples"),
             unit: self.string("count"),
@@ -492,8 +529,9 @@ impl Pprof {
         }
     }
 
-    /// Per-function self counts and totals.
-    pub fn summary(&self) -> PprofSummary {
+    /// Per-function self counts and totals (samples held for the round's end included).
+    pub fn summary(&mut self) -> PprofSummary {
+        self.end_round();
         let mut by: HashMap<String, u64> = HashMap::new();
         let mut total = 0;
         for (k, v) in &self.samples {
@@ -545,6 +583,10 @@ impl Sink for Pprof {
         for (event, rec) in chunk.records() {
             if event != NO_EVENT {
                 self.add_record(event as usize, rec);
+            } else if rec.len() >= 8
+                && u32::from_ne_bytes(rec[..4].try_into().unwrap()) == FINISHED_ROUND
+            {
+                self.end_round();
             }
         }
         Ok(())

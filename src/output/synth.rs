@@ -2,7 +2,7 @@
 //! and mappings, which the kernel only reports as they are created.
 
 use crate::error::Result;
-use crate::records::{encode, Comm, Layout, Mmap2, Mmap2File, Record, RecordKind};
+use crate::records::{encode, Comm, Layout, Mmap, Mmap2, Mmap2File, Record, RecordKind};
 use crate::symbols::ProcessMaps;
 use crate::sys;
 
@@ -89,5 +89,52 @@ pub fn relayout(record: &Record<'_>, layout: &Layout, id: u64, out: &mut Vec<u8>
         identifier: id,
     };
     encode::record_kind(out, layout, record.misc().0, kind, &ids);
+    true
+}
+
+/// Appends the `PERF_RECORD_MMAP` that places the kernel's text (`[kernel.kallsyms]_text`,
+/// from `_text` to `_etext` in `/proc/kallsyms`), as `perf record` synthesizes it, so
+/// `perf report` resolves kernel samples from `/proc/kallsyms` and does not warn that
+/// kernel maps are missing. Returns false (appending nothing) when the addresses are
+/// hidden (`kptr_restrict`: they read as zero).
+pub fn synthesize_kernel(layout: &Layout, id: u64, out: &mut Vec<u8>) -> bool {
+    let Ok(text) = std::fs::read_to_string("/proc/kallsyms") else {
+        return false;
+    };
+    let addr_of = |name: &str| {
+        text.lines().find_map(|l| {
+            let mut f = l.split_whitespace();
+            let a = u64::from_str_radix(f.next()?, 16).ok()?;
+            let _ty = f.next()?;
+            (f.next()? == name && f.next().is_none() && a != 0).then_some(a)
+        })
+    };
+    let (Some(start), Some(end)) = (addr_of("_text"), addr_of("_etext")) else {
+        return false;
+    };
+    if end <= start {
+        return false;
+    }
+    let ids = encode::Ids {
+        pid: u32::MAX,
+        id,
+        identifier: id,
+        ..Default::default()
+    };
+    let mmap = Mmap {
+        pid: u32::MAX,
+        tid: 0,
+        addr: start,
+        len: end - start,
+        pgoff: start,
+        filename: b"[kernel.kallsyms]_text",
+    };
+    encode::record_kind(
+        out,
+        layout,
+        sys::PERF_RECORD_MISC_KERNEL as u16,
+        &RecordKind::Mmap(mmap),
+        &ids,
+    );
     true
 }
