@@ -136,9 +136,11 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
     let totals = sampler.stats();
     drop(sampler);
     drop(interrupts);
-    let queued = match (rec.error, rec.stream.finish()) {
-        (Some(e), _) | (None, Err(e)) => return Err(Failure::Runtime(e)),
-        (None, Ok((_, stats))) => stats,
+    // The writer's own error says what failed (disk full, closed pipe); a push
+    // refused because of it only says that the writer stopped.
+    let queued = match (rec.stream.finish(), rec.error) {
+        (Err(e), _) | (Ok(_), Some(e)) => return Err(Failure::Runtime(e)),
+        (Ok((_, stats)), None) => stats,
     };
     result?;
     drained.map_err(Failure::Runtime)?;
@@ -156,7 +158,11 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
                 e,
             ))
         })?;
-        let app = format!("{target_name}.cpu");
+        // Pyroscope names are `application.profile_type`.
+        let clock = specs
+            .iter()
+            .all(|e| e.starts_with("cpu-clock") || e.starts_with("task-clock"));
+        let app = format!("{target_name}.{}", if clock { "cpu" } else { "samples" });
         output::push_pyroscope(url, &app, &bytes, started.1, SystemTime::now())
             .map_err(Failure::Runtime)?;
         eprintln!("perfring: pushed {} to {url} as {app}", path.display());

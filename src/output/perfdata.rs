@@ -256,15 +256,29 @@ impl PerfData {
     /// left on device", "File too large"); the file keeps every record written before.
     pub fn write_records(&mut self, records: &[u8]) -> Result<()> {
         self.note_mappings(records);
-        self.file
-            .write_all_at(records, self.data_offset + self.data_size)
-            .map_err(|e| self.io_error("write records", e))?;
-        self.data_size += records.len() as u64;
+        let at = self.data_offset + self.data_size;
+        let mut done = 0;
+        let failed = loop {
+            if done == records.len() {
+                break None;
+            }
+            match self.file.write_at(&records[done..], at + done as u64) {
+                Ok(0) => break Some(std::io::Error::from(std::io::ErrorKind::WriteZero)),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Some(e),
+            }
+        };
+        // Only whole records count: a record cut by a full disk is not part of the file.
+        self.data_size += whole_records(&records[..done]) as u64;
         // Keep the header's data size current, so a killed recording stays readable.
-        self.file
-            .write_all_at(&self.data_size.to_ne_bytes(), DATA_SIZE_AT)
-            .map_err(|e| self.io_error("update the header", e))?;
-        Ok(())
+        let header = self
+            .file
+            .write_all_at(&self.data_size.to_ne_bytes(), DATA_SIZE_AT);
+        if let Some(e) = failed {
+            return Err(self.io_error("write records", e));
+        }
+        header.map_err(|e| self.io_error("update the header", e))
     }
 
     /// Writes a `PERF_RECORD_LOST` saying `n` records of the first event were dropped
@@ -473,6 +487,19 @@ impl Sink for PerfData {
     }
 }
 
+/// The length of the longest prefix of `bytes` made of whole records.
+fn whole_records(bytes: &[u8]) -> usize {
+    let mut off = 0;
+    while off + 8 <= bytes.len() {
+        let size = usize::from(u16::from_ne_bytes([bytes[off + 6], bytes[off + 7]]));
+        if size < 8 || off + size > bytes.len() {
+            break;
+        }
+        off += size;
+    }
+    off
+}
+
 /// The GNU build id of the ELF file at `path`, if it has one.
 pub(crate) fn read_build_id(path: &Path) -> Option<Vec<u8>> {
     use object::Object;
@@ -560,6 +587,20 @@ mod tests {
         let b = attr_bytes(&a, 72);
         assert_eq!(b.len(), 72);
         assert_eq!(u32::from_ne_bytes(b[4..8].try_into().unwrap()), 72);
+    }
+
+    #[test]
+    fn a_cut_record_is_not_counted() {
+        let rec = |size: u16| {
+            let mut r = vec![0u8; usize::from(size)];
+            r[6..8].copy_from_slice(&size.to_ne_bytes());
+            r
+        };
+        let bytes = [rec(16), rec(24), rec(8)].concat();
+        assert_eq!(whole_records(&bytes), 48);
+        assert_eq!(whole_records(&bytes[..47]), 40);
+        assert_eq!(whole_records(&bytes[..39]), 16);
+        assert_eq!(whole_records(&bytes[..3]), 0);
     }
 
     #[test]
