@@ -206,15 +206,15 @@ fn wait_for_size(file: &Path, bytes: u64) {
     }
 }
 
-/// A recording in the background of the C test program calling `target()` 200000
-/// times (a sample every 20 calls), then sleeping 100 s: light on the CPU, and it
+/// A recording in the background of the C test program calling `target()` 50000
+/// times (a sample every 5 calls), then sleeping 100 s: light on the CPU, and it
 /// outlives the test's signals.
 fn long_recording(dir: &Path, extra: &[&str]) -> std::process::Child {
     let prog = util::c_program(true);
     Command::new(env!("CARGO_BIN_EXE_perfring"))
-        .args(["record", "-e", "mem:target:x", "-c", "20"])
+        .args(["record", "-e", "mem:target:x", "-c", "5"])
         .args(extra)
-        .args(["--", prog.to_str().unwrap(), "200000", "100"])
+        .args(["--", prog.to_str().unwrap(), "50000", "100"])
         .current_dir(dir)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -291,7 +291,7 @@ fn recordings_cut_short_still_open_in_both_readers() {
             !Path::new(&format!("/proc/{child}")).exists(),
             "the command is gone"
         );
-        // Every call was made before the cut: 200000 / 20 samples, all in target().
+        // Every call was made before the cut: 50000 / 5 samples, all in target().
         for f in [name, sname.as_str()] {
             let top = if format == "perf" {
                 perf_top(&dir, f)
