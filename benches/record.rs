@@ -39,7 +39,13 @@ fn build(dir: &Path) -> PathBuf {
     std::fs::write(&src, PROG).unwrap();
     let out = dir.join("work");
     let st = Command::new("cc")
-        .args(["-O1", "-fno-omit-frame-pointer", "-no-pie", "-pthread", "-o"])
+        .args([
+            "-O1",
+            "-fno-omit-frame-pointer",
+            "-no-pie",
+            "-pthread",
+            "-o",
+        ])
         .arg(&out)
         .arg(&src)
         .status()
@@ -71,7 +77,10 @@ fn stats(dir: &Path, file: &str) -> (u64, u64) {
             .and_then(|l| l.split_whitespace().nth(2)?.parse::<u64>().ok())
             .unwrap_or(0)
     };
-    (get("SAMPLE events:"), get("LOST events:") + get("LOST_SAMPLES events:"))
+    (
+        get("SAMPLE events:"),
+        get("LOST events:") + get("LOST_SAMPLES events:"),
+    )
 }
 
 fn record(dir: &Path, tool: &'static str, args: &[&str], work: &Path, n: &str) -> Run {
@@ -92,7 +101,11 @@ fn record(dir: &Path, tool: &'static str, args: &[&str], work: &Path, n: &str) -
         .output()
         .expect("record");
     let secs = t.elapsed().as_secs_f64();
-    assert!(out.status.success(), "{tool}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{tool}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let (samples, lost) = stats(dir, &file);
     let bytes = std::fs::metadata(dir.join(&file)).unwrap().len();
     Run {
@@ -161,7 +174,11 @@ fn main() {
     let clock_n = (20_000_000 * scale).to_string();
     for (label, args, n) in [
         // Exact: 4 threads x bp_n calls / 10 samples, whoever records.
-        (format!("{bp} -c 10"), vec!["-e", bp.as_str(), "-c", "10"], &bp_n),
+        (
+            format!("{bp} -c 10"),
+            vec!["-e", bp.as_str(), "-c", "10"],
+            &bp_n,
+        ),
         (
             "cpu-clock:u -c 20000 -g".to_string(),
             vec!["-e", "cpu-clock:u", "-c", "20000", "-g"],
