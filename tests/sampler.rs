@@ -74,9 +74,9 @@ fn check(sampler: &Sampler, seen: &Seen, tid_file: &Path) {
     let tids = util::tids_in(tid_file);
     assert_eq!(tids.len(), THREADS);
     let expected: BTreeMap<u32, u64> = tids.iter().map(|&t| (t, CALLS / PERIOD)).collect();
-    assert_eq!(seen.per_tid, expected);
-    assert_eq!(seen.other_events, 0);
     let total = sampler.stats();
+    assert_eq!(seen.per_tid, expected, "{total:?}");
+    assert_eq!(seen.other_events, 0);
     assert_eq!(total.samples, THREADS as u64 * CALLS / PERIOD, "{total:?}");
     assert_eq!((total.lost, total.lost_samples, total.undecoded), (0, 0, 0));
     for &t in &tids {
@@ -106,11 +106,13 @@ fn command_threads_created_later_exact_per_thread() {
     ]);
     let mut sampler = Sampler::builder(Target::Command(cmd))
         .event(breakpoint(&TargetImage::Spawned(prog.clone())))
+        .exact_periods(true)
         .start()
         .unwrap();
     let mut seen = Seen::default();
     let end = run(&mut sampler, &mut seen);
     assert_eq!(end, TargetEnd::Exited(launch::ExitStatus::Exited(0)));
+    assert_eq!(sampler.read(0).unwrap().value, THREADS as u64 * CALLS);
     check(&sampler, &seen, &tid_file);
 }
 
@@ -133,8 +135,13 @@ fn pid_threads_created_after_attach_exact_per_thread() {
         .unwrap();
     assert_eq!(line, "ready\n");
     let pid = child.id() as i32;
+    // Event 1 counts the same breakpoint without sampling (what `stat -p` reads).
+    let counting =
+        Counter::builder_for(resolve_event("mem:hit:x", &TargetImage::Process(pid)).unwrap());
     let mut sampler = Sampler::builder(Target::Pid(pid))
         .event(breakpoint(&TargetImage::Process(pid)))
+        .event(counting)
+        .exact_periods(true)
         .start()
         .unwrap();
     // Attached: let it start its threads.
@@ -144,4 +151,121 @@ fn pid_threads_created_after_attach_exact_per_thread() {
     assert_eq!(end, TargetEnd::Gone);
     assert!(child.wait().unwrap().success());
     check(&sampler, &seen, &tid_file);
+    // Every call of every thread, counted by the inherited counters.
+    assert_eq!(sampler.read(1).unwrap().value, THREADS as u64 * CALLS);
+    assert_eq!(sampler.read(0).unwrap().value, THREADS as u64 * CALLS);
+}
+
+static SIGNALLED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Signal context: count only.
+fn on_signal(_: &perfring::Notification, _: usize) {
+    SIGNALLED.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+}
+
+#[test]
+fn thread_signal_notification_then_the_caller_drains() {
+    use perfring::notify::signal::Handler;
+    use perfring::sampler::Notify;
+    let prog = util::threads_program();
+    let tid_file = util::temp_path("tids");
+    let cmd = launch::Command::new(&prog)
+        .args(["4", "1000"])
+        .arg(&tid_file);
+    let signal = perfring::ThreadSignal::install(None, false).unwrap();
+    let mut sampler = Sampler::builder(Target::Command(cmd))
+        .event(breakpoint(&TargetImage::Spawned(prog.clone())))
+        .exact_periods(true)
+        .notify(Notify::Signal {
+            signal,
+            tid: None,
+            handler: Handler::Callback(on_signal, 0),
+        })
+        .start()
+        .unwrap();
+    let mut seen = Seen::default();
+    let mut handled = 0;
+    loop {
+        // Told by the handler: drain on this thread.
+        if SIGNALLED.load(std::sync::atomic::Ordering::SeqCst) > handled {
+            handled = SIGNALLED.load(std::sync::atomic::Ordering::SeqCst);
+            sampler.drain(|d| seen.take(d)).unwrap();
+        }
+        if sampler.target_ended().unwrap().is_some() {
+            sampler.drain(|d| seen.take(d)).unwrap();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let tids = util::tids_in(&tid_file);
+    let expected: BTreeMap<u32, u64> = tids.iter().map(|&t| (t, CALLS / PERIOD)).collect();
+    assert_eq!(seen.per_tid, expected);
+    // The inheriting threads' overflows were signalled to this thread, through this
+    // sampler's registrations (a wake-up is not an overflow: counts come from records).
+    let n = sampler.notifications();
+    assert!(n > 0, "{n}");
+    assert_eq!(n, SIGNALLED.load(std::sync::atomic::Ordering::SeqCst));
+}
+
+#[test]
+fn sigtrap_in_the_sampled_thread_of_this_process() {
+    use perfring::notify::sigtrap::TrapHandler;
+    use perfring::sampler::Notify;
+    let (tid, go, worker) = util::gated_thread(|| util::call_target(CALLS));
+    let event = Counter::builder_for(util::target_breakpoint())
+        .period(PERIOD)
+        .sample(SampleType::IP);
+    let mut sampler = Sampler::builder(Target::Tid(tid as i32))
+        .event(event)
+        .notify(Notify::Sigtrap {
+            trap: perfring::Sigtrap::install().unwrap(),
+            handler: TrapHandler::Count,
+        })
+        .start()
+        .unwrap();
+    go.send(()).unwrap();
+    worker.join().unwrap();
+    let mut samples = 0;
+    sampler
+        .drain(|d| {
+            if let RecordKind::Sample(s) = d.record.kind() {
+                assert_eq!((d.event, d.tid), (Some(0), Some(tid)));
+                assert_eq!(s.ip(), Some(util::target_addr()));
+                samples += 1;
+            }
+        })
+        .unwrap();
+    // One synchronous SIGTRAP per overflow, in the overflowing thread.
+    assert_eq!(samples, CALLS / PERIOD);
+    assert_eq!(sampler.notifications(), CALLS / PERIOD);
+    assert_eq!(sampler.thread(tid).unwrap().stats.samples, CALLS / PERIOD);
+}
+
+#[test]
+fn a_group_of_two_breakpoints_each_member_identified() {
+    let (tid, go, worker) = util::gated_thread(|| util::call_target(CALLS));
+    let member = |period| {
+        Counter::builder_for(util::target_breakpoint())
+            .period(period)
+            .sample(SampleType::IP)
+    };
+    let mut sampler = Sampler::builder(Target::Tid(tid as i32))
+        .group([member(PERIOD), member(10 * PERIOD)])
+        .start()
+        .unwrap();
+    go.send(()).unwrap();
+    worker.join().unwrap();
+    let mut per_event = [0u64; 2];
+    sampler
+        .drain(|d| {
+            if let (Some(i), RecordKind::Sample(_)) = (d.event, d.record.kind()) {
+                assert_eq!(d.tid, Some(tid));
+                per_event[i] += 1;
+            }
+        })
+        .unwrap();
+    // Each member's overflows arrive as its own event.
+    assert_eq!(per_event, [CALLS / PERIOD, CALLS / (10 * PERIOD)]);
+    assert_eq!(sampler.read(0).unwrap().value, CALLS);
+    assert_eq!(sampler.read(1).unwrap().value, CALLS);
 }

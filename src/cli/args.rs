@@ -75,7 +75,7 @@ pub struct WatchArgs {
     pub frequency: Option<u64>,
     /// `-m PAGES`: ring data pages per event.
     pub pages: Option<usize>,
-    /// `--budget N`: the kernel stops each event after N overflows (`REFRESH`).
+    /// `--budget N`: the kernel stops each event after N overflows per thread (`REFRESH`).
     pub budget: Option<u32>,
     /// `--exec CMD`: run `sh -c CMD` per overflow.
     pub exec: Option<String>,

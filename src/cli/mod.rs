@@ -237,10 +237,10 @@ Options:
                        tracepoints and uprobes)
   -F, --freq HZ        About HZ overflows a second (default 1000 for counting events)
   -m, --mmap-pages N   Ring data pages per event (power of two; default 64)
-      --budget N       The kernel stops each event after N overflows
+      --budget N       The kernel stops each event after N overflows per thread
                        (PERF_EVENT_IOC_REFRESH). Budgets are refused on inherited
-                       counters, so with a command only its first thread is
-                       watched, and counting starts just before its exec
+                       counters, so each thread gets its own counter, opened as
+                       its creation is reported (it may run briefly before)
       --exec CMD       Run sh -c CMD per overflow, in order, on a worker thread
                        (a queue of 1024; overflows beyond it are dropped and
                        counted), with PERFRING_EVENT, PERFRING_PID, PERFRING_TID,
@@ -260,7 +260,8 @@ Options:
                        \"sym_off\",\"period\",\"total\"}, then {\"type\":\"summary\",
                        \"overflows\",\"wakeups\",\"lost\",\"throttled\",\"duration_s\",
                        \"exit_code\"}
-  -p, --pid PID        Watch a running process's threads
+  -p, --pid PID        Watch every thread of a running process and the threads
+                       it creates later
   -t, --tid TID        Watch a thread
   -C, --cpu CPU        Watch a CPU (needs perf_event_paranoid <= 0 or root)
   -h, --help           Print help

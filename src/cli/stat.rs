@@ -3,9 +3,11 @@
 
 use std::time::{Duration, Instant};
 
-use perfring::launch::{self, Child, Waited};
+use perfring::launch::{self, Waited};
+use perfring::ring::RingSize;
+use perfring::sampler::{Sampler, Target, TargetEnd};
 use perfring::symbols::{is_symbolic, resolve_event, TargetImage};
-use perfring::{Count, Counter, Event, Target};
+use perfring::{Count, Counter, Event};
 
 use super::args::StatArgs;
 use super::json::Json;
@@ -43,30 +45,27 @@ fn resolve_all(args: &StatArgs, image: &TargetImage) -> Result<Vec<Event>, Failu
         .collect()
 }
 
-fn open_all(events: Vec<Event>, pid: i32, spawned: bool) -> Result<Vec<Counter>, Failure> {
-    events
-        .into_iter()
-        .map(|event| {
-            let b = Counter::builder_for(event)
-                .target(Target::Thread(pid))
-                .inherit(true);
-            let b = if spawned {
-                b.enable_on_exec(true)
-            } else {
-                b.enabled(true)
-            };
-            b.open().map_err(Failure::Runtime)
-        })
-        .collect()
+/// Counts `events` over `target` with a sampler: it opens what the target needs
+/// (inherited counters on a command before its exec, or on every thread of a process)
+/// and follows threads created later; its rings stay empty (counting events).
+fn start(target: Target, events: Vec<Event>) -> Result<Sampler, Failure> {
+    // One counter per task (no samples, so no ring is written): times that scale.
+    let mut setup = Sampler::builder(target)
+        .exact_periods(true)
+        .ring_size(RingSize::Pages(1))
+        .tracking_ring_size(RingSize::Pages(1));
+    for event in events {
+        setup = setup.event(Counter::builder_for(event));
+    }
+    setup.start().map_err(Failure::Runtime)
 }
 
-fn read_all(counters: &[Counter]) -> Result<Vec<Line>, Failure> {
-    counters
-        .iter()
-        .map(|c| {
+fn read_all(sampler: &Sampler) -> Result<Vec<Line>, Failure> {
+    (0..sampler.events().len())
+        .map(|i| {
             Ok(Line {
-                event: c.event().name().to_string(),
-                count: c.read().map_err(Failure::Runtime)?,
+                event: sampler.events()[i].name().to_string(),
+                count: sampler.read(i).map_err(Failure::Runtime)?,
             })
         })
         .collect()
@@ -90,12 +89,10 @@ fn spawn(args: &StatArgs) -> Result<Report, Failure> {
         .iter()
         .any(|e| e.starts_with("mem:") && is_symbolic(e));
     command = command.no_aslr(no_aslr);
-    let stopped = command.spawn_stopped().map_err(Failure::Runtime)?;
-    // On error from here, dropping `stopped` kills and reaps the child.
-    let counters = open_all(events, stopped.pid(), true)?;
     let started = Instant::now();
-    let mut child = stopped.start().map_err(Failure::Runtime)?;
-    let status = wait_child(&mut child)?;
+    // On error the sampler kills and reaps the command.
+    let mut sampler = start(Target::Command(command), events)?;
+    let status = wait_child(&mut sampler)?;
     let duration = started.elapsed();
     Ok(Report {
         what: args
@@ -104,7 +101,7 @@ fn spawn(args: &StatArgs) -> Result<Report, Failure> {
             .map(|a| a.to_string_lossy())
             .collect::<Vec<_>>()
             .join(" "),
-        lines: read_all(&counters)?,
+        lines: read_all(&sampler)?,
         duration,
         exit_code: Some(status.code()),
     })
@@ -112,14 +109,21 @@ fn spawn(args: &StatArgs) -> Result<Report, Failure> {
 
 /// Waits for the command; Ctrl-C goes to it (as to any program in the foreground),
 /// and we report once it has ended.
-fn wait_child(child: &mut Child) -> Result<launch::ExitStatus, Failure> {
+fn wait_child(sampler: &mut Sampler) -> Result<launch::ExitStatus, Failure> {
+    let pid = sampler.pid().unwrap_or_default();
     loop {
-        match launch::wait_for_exit(child.pid(), None).map_err(Failure::Runtime)? {
-            Waited::Exited => return child.wait().map_err(Failure::Runtime),
+        match launch::wait_for_exit(pid, None).map_err(Failure::Runtime)? {
+            Waited::Exited => {
+                if let Some(TargetEnd::Exited(status)) =
+                    sampler.target_ended().map_err(Failure::Runtime)?
+                {
+                    return Ok(status);
+                }
+            }
             // A terminal's Ctrl-C reaches the child too; a `kill -INT` of ours alone
             // is passed on.
             Waited::Interrupted => {
-                let _ = child.signal(libc::SIGINT);
+                let _ = sampler.signal_target(libc::SIGINT);
             }
             Waited::TimedOut => {}
         }
@@ -128,13 +132,13 @@ fn wait_child(child: &mut Child) -> Result<launch::ExitStatus, Failure> {
 
 fn attach(args: &StatArgs, pid: i32) -> Result<Report, Failure> {
     let events = resolve_all(args, &TargetImage::Process(pid))?;
-    let counters = open_all(events, pid, false)?;
+    let sampler = start(Target::Pid(pid), events)?;
     let started = Instant::now();
     launch::wait_for_exit(pid, args.duration).map_err(Failure::Runtime)?;
     let duration = started.elapsed();
     Ok(Report {
         what: format!("process id {pid}"),
-        lines: read_all(&counters)?,
+        lines: read_all(&sampler)?,
         duration,
         exit_code: None,
     })

@@ -237,7 +237,10 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     // The sampler opens, per thread or inherited with an anchor ring, and follows
     // threads created later; a budget makes it per thread (REFRESH is EINVAL on
     // inherited counters).
-    let mut setup = Sampler::builder(target).ring_size(RingSize::Pages(args.pages.unwrap_or(64)));
+    // One period per thread however it migrates (exact N/P), as watch always counted.
+    let mut setup = Sampler::builder(target)
+        .ring_size(RingSize::Pages(args.pages.unwrap_or(64)))
+        .exact_periods(true);
     for (b, spec) in builders.into_iter().zip(&specs) {
         events.push(Watched {
             name: spec.clone(),
@@ -266,10 +269,9 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
         symbolizer.read(pid as u32);
     }
     if let Some(pid) = args.pid {
-        eprintln!(
-            "perfring: attached to process {pid} ({} threads); following new ones",
-            sampler.threads().count()
-        );
+        let n = sampler.threads().count();
+        let s = if n == 1 { "" } else { "s" };
+        eprintln!("perfring: attached to process {pid} ({n} thread{s}); following new ones");
     }
     let mut state = State {
         args,

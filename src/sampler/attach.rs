@@ -2,7 +2,8 @@
 //! per-CPU counters, and the tracking counter beside them (see the module docs of
 //! [`super`] for why this order and what it guarantees).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use super::drain::{Slot, TaskQueue};
@@ -25,6 +26,13 @@ const STARTED_WAIT: Duration = Duration::from_secs(2);
 /// creating threads faster than they can be attached.
 const MAX_ROUNDS: usize = 64;
 
+/// Where a counter opened for one target is kept (for its group's members).
+#[derive(Debug, Clone, Copy)]
+enum Opened {
+    Slot(usize),
+    Inherited(usize),
+}
+
 /// When a registered counter starts counting.
 #[derive(Debug, Clone, Copy)]
 enum Start {
@@ -32,6 +40,8 @@ enum Start {
     Now,
     /// Leave it: it is enabled already, at exec, or by someone else.
     Later,
+    /// An anchor (a dummy owning the ring of inherited counters): leave it.
+    Anchor,
 }
 
 fn layout_of(b: &Builder) -> Result<Layout> {
@@ -124,7 +134,23 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
         (Target::Pid(p) | Target::Tid(p), None) => Some(*p),
         _ => None,
     };
+    let sigtrap = matches!(cfg.notify, super::Notify::Sigtrap { .. });
+    let builders = if sigtrap {
+        // Only threads inherit a sigtrap counter (a child process has no handler for it).
+        builders
+            .into_iter()
+            .map(|b| {
+                let inherited = b.attr().inherit() != 0;
+                b.inherit_thread(inherited)
+            })
+            .collect()
+    } else {
+        builders
+    };
     let mut s = Sampler {
+        armed: super::notify::Armed::default(),
+        notify: cfg.notify.clone(),
+        sig_events: HashMap::new(),
         poller: Poller::new()?,
         slots: Vec::new(),
         events,
@@ -137,6 +163,15 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
         tracking_size: cfg.tracking_size,
         budget: cfg.budget,
         inherited: Vec::new(),
+        closed_counts: Vec::new(),
+        cpus: if mode == Mode::Inherit || cfg.tracking {
+            crate::counter::online_cpus()?
+        } else {
+            Vec::new()
+        },
+        exact_periods: cfg.exact_periods,
+        leader_of: cfg.leader_of.clone(),
+        cpu_rings: HashMap::new(),
         muted: Vec::new(),
         attached: HashSet::new(),
         threads: Threads::with_capacity(64),
@@ -152,6 +187,7 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
         missed_threads: 0,
         watchee: Watchee::Cpus,
     };
+    s.closed_counts = vec![Default::default(); s.builders.len()];
     match &cfg.target {
         Target::Command(_) => {
             let pid = watchee_pid.unwrap_or_default();
@@ -169,11 +205,15 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
         Target::Cpus(cpus) => {
             for &cpu in cpus {
                 s.open_tracking(-1, Some(cpu))?;
+                let mut opened = vec![None; s.builders.len()];
                 for i in 0..s.builders.len() {
-                    let b = s.builders[i].clone().target(crate::Target::Cpu(cpu));
+                    let b = s.event_builder(i, crate::Target::Cpu(cpu));
+                    let b = s.join_group(i, b, &opened);
                     let c = s.open_budgeted(&b)?;
+                    s.note_id(Some(i), &c)?;
                     let ring = Ring::map(&c, s.size)?;
-                    s.register(Some(i), None, c, ring, Start::Now)?;
+                    s.register(Some(i), None, c, ring, Start::Now, true)?;
+                    opened[i] = Some(s.last_counter(false));
                 }
             }
         }
@@ -199,14 +239,19 @@ impl Sampler {
         counter: Counter,
         ring: Ring,
         start: Start,
+        arm: bool,
     ) -> Result<()> {
         let token = Token(self.slots.len() as u64);
+        if arm {
+            self.armed.arm(&self.notify, &counter, token)?;
+        }
         self.poller.register(token, counter, ring)?;
         self.slots.push(Slot {
             event,
             owner,
             samples: 0,
             closed: false,
+            counts: !matches!(start, Start::Anchor),
         });
         match (start, event, self.budget) {
             (Start::Now, Some(i), Some(n)) => {
@@ -218,7 +263,48 @@ impl Sampler {
                 Some(c) => c.enable(),
                 None => Ok(()),
             },
-            (Start::Later, _, _) => Ok(()),
+            (Start::Later | Start::Anchor, _, _) => Ok(()),
+        }
+    }
+
+    /// The builder for one more counter of event `i`: in sigtrap mode, with a
+    /// `sig_data` of its own.
+    fn event_builder(&mut self, i: usize, target: crate::Target) -> Builder {
+        let b = self.builders[i].clone().target(target);
+        if !matches!(self.notify, super::Notify::Sigtrap { .. }) {
+            return b;
+        }
+        let key = super::notify::next_sig_data();
+        self.sig_events.insert(key, i);
+        b.sigtrap(key)
+    }
+
+    /// Where the counter just opened for event `i` on the current target lives, for
+    /// its group's members to join.
+    fn last_counter(&self, in_inherited: bool) -> Opened {
+        if in_inherited {
+            Opened::Inherited(self.inherited.len() - 1)
+        } else {
+            Opened::Slot(self.slots.len() - 1)
+        }
+    }
+
+    /// `b` joined to its group leader's counter on the same target, if event `i` is a
+    /// member ([`SamplerBuilder::group`]).
+    ///
+    /// [`SamplerBuilder::group`]: super::SamplerBuilder::group
+    fn join_group(&self, i: usize, b: Builder, opened: &[Option<Opened>]) -> Builder {
+        let Some(leader) = self.leader_of.get(i).copied().flatten() else {
+            return b;
+        };
+        let counter = match opened.get(leader).copied().flatten() {
+            Some(Opened::Slot(slot)) => self.poller.counter(Token(slot as u64)),
+            Some(Opened::Inherited(k)) => self.inherited.get(k).map(|(_, c)| c),
+            None => None,
+        };
+        match counter {
+            Some(c) => b.group(c),
+            None => b,
         }
     }
 
@@ -242,44 +328,124 @@ impl Sampler {
         Ok(())
     }
 
-    /// The tracking counter on `pid` (inherited unless per CPU or `-t`).
+    /// The tracking counter on `pid` (inherited unless per CPU or `-t`). An inherited
+    /// one is opened once per CPU (`pid`, `cpu`), each with its own ring: the kernel's
+    /// ring code assumes one writer per CPU, and inheriting threads on different CPUs
+    /// would otherwise write one ring at once.
     fn open_tracking(&mut self, pid: libc::pid_t, cpu: Option<i32>) -> Result<()> {
         let Some(b) = &self.tracking_builder else {
             return Ok(());
         };
-        let b = b.clone().target(match cpu {
-            Some(c) => crate::Target::Cpu(c),
-            None => crate::Target::Thread(pid),
-        });
-        let counter = b.open()?;
-        self.note_id(None, &counter)?;
-        let size = self.tracking_size;
-        let (counter, ring) = if b.attr().inherit() != 0 {
-            let (anchor, ring) = Ring::map_inherited(&counter, size)?;
-            self.inherited.push(counter);
-            (anchor, ring)
-        } else {
-            let ring = Ring::map(&counter, size)?;
-            (counter, ring)
+        let inherited = b.attr().inherit() != 0 && cpu.is_none();
+        let targets: Vec<crate::Target> = match cpu {
+            Some(c) => vec![crate::Target::Cpu(c)],
+            None if inherited => self
+                .cpus
+                .iter()
+                .map(|&c| crate::Target::ThreadOnCpu(pid, c))
+                .collect(),
+            None => vec![crate::Target::Thread(pid)],
         };
+        let b = b.clone();
+        // Signals for tracking records matter only to follow threads (per-thread mode);
+        // a dummy never overflows, so there is no SIGTRAP to route.
+        let arm = matches!(self.notify, super::Notify::Signal { .. })
+            && self.mode == Mode::PerThread
+            && self.follow;
         let owner = cpu.is_none().then_some(pid as u32);
-        self.register(None, owner, counter, ring, Start::Later)
+        for t in targets {
+            let counter = b.clone().target(t).open()?;
+            self.note_id(None, &counter)?;
+            if let crate::Target::ThreadOnCpu(_, c) = t {
+                if self.share_cpu_ring(None, c, &counter)? {
+                    self.inherited.push((None, counter));
+                    continue;
+                }
+            }
+            let ring = Ring::map(&counter, self.tracking_size)?;
+            self.register(None, owner, counter, ring, Start::Later, arm)?;
+            if let crate::Target::ThreadOnCpu(_, c) = t {
+                self.cpu_rings.insert((None, c), self.slots.len() - 1);
+            }
+        }
+        Ok(())
     }
 
-    /// Inherited counters for every event on root thread `tid`, each into an anchor ring.
+    /// Points a per-CPU inherited `counter` of `event` (`None`: tracking) on CPU `cpu`
+    /// at the ring that CPU already has for it, if any (`true`): every root's counters
+    /// on one CPU share it, as `perf record` does, so there is still one writer per CPU
+    /// and rings grow with CPUs, not with roots. Keep the counter in `inherited`.
+    fn share_cpu_ring(
+        &mut self,
+        event: Option<usize>,
+        cpu: i32,
+        counter: &Counter,
+    ) -> Result<bool> {
+        let Some(&slot) = self.cpu_rings.get(&(event, cpu)) else {
+            return Ok(false);
+        };
+        let owner = self
+            .poller
+            .counter(Token(slot as u64))
+            .or_else(|| self.muted.iter().find(|m| m.0 == slot).map(|m| &m.1));
+        let Some(owner) = owner else {
+            return Ok(false);
+        };
+        counter.set_output(owner.as_fd())?;
+        self.armed.arm(&self.notify, counter, Token(slot as u64))?;
+        Ok(true)
+    }
+
+    /// Inherited counters for every event on root thread `tid`: one per CPU with a ring
+    /// each ([`SamplerBuilder::exact_periods`] off, race-free), or one per task writing
+    /// into an anchor ring (on: one period per thread however it migrates).
+    ///
+    /// [`SamplerBuilder::exact_periods`]: super::SamplerBuilder::exact_periods
     pub(super) fn open_root(&mut self, tid: libc::pid_t) -> Result<()> {
+        self.threads.entry(None, tid as u32);
+        let cpus = self.cpus.clone();
+        // Per CPU (or once, for exact periods): which counter each event got there.
+        let mut opened = vec![vec![None; self.builders.len()]; cpus.len().max(1)];
         for i in 0..self.builders.len() {
-            let b = self.builders[i].clone().target(crate::Target::Thread(tid));
+            if !self.exact_periods {
+                for (k, &c) in cpus.iter().enumerate() {
+                    let b = self.event_builder(i, crate::Target::ThreadOnCpu(tid, c));
+                    let b = self.join_group(i, b, &opened[k]);
+                    let counter = b.open()?;
+                    self.note_id(Some(i), &counter)?;
+                    let on_exec = b.attr().enable_on_exec() != 0;
+                    if self.share_cpu_ring(Some(i), c, &counter)? {
+                        if !on_exec {
+                            counter.enable()?;
+                        }
+                        self.inherited.push((Some(i), counter));
+                        opened[k][i] = Some(self.last_counter(true));
+                        continue;
+                    }
+                    let ring = Ring::map(&counter, self.size)?;
+                    let start = if on_exec { Start::Later } else { Start::Now };
+                    self.register(Some(i), None, counter, ring, start, true)?;
+                    self.cpu_rings.insert((Some(i), c), self.slots.len() - 1);
+                    opened[k][i] = Some(self.last_counter(false));
+                }
+                continue;
+            }
+            let b = self.event_builder(i, crate::Target::Thread(tid));
+            let b = self.join_group(i, b, &opened[0]);
             let counter = b.open()?;
             self.note_id(Some(i), &counter)?;
             let (anchor, ring) = Ring::map_inherited(&counter, self.size)?;
+            // Signals come from the counter (its inherited copies too), not the anchor.
+            let token = Token(self.slots.len() as u64);
+            self.armed.arm(&self.notify, &counter, token)?;
             // The anchor is a dummy that only owns the ring: the inherited counter is
             // the one to enable (now, or at the command's exec).
             if b.attr().enable_on_exec() == 0 {
                 counter.enable()?;
             }
-            self.inherited.push(counter);
-            self.register(Some(i), None, anchor, ring, Start::Later)?;
+            self.inherited.push((Some(i), counter));
+            opened[0][i] = Some(self.last_counter(true));
+            self.register(Some(i), None, anchor, ring, Start::Anchor, false)?;
         }
         self.attached.insert(tid as u32);
         Ok(())
@@ -291,11 +457,12 @@ impl Sampler {
     pub(super) fn open_thread(&mut self, tid: libc::pid_t, main: bool) -> Result<()> {
         self.attached.insert(tid as u32);
         self.threads.entry(None, tid as u32);
+        let mut opened = vec![None; self.builders.len()];
         for i in 0..self.builders.len() {
-            let b = self.builders[i]
-                .clone()
-                .target(crate::Target::Thread(tid))
+            let b = self
+                .event_builder(i, crate::Target::Thread(tid))
                 .enable_on_exec(main && self.budget.is_none());
+            let b = self.join_group(i, b, &opened);
             let counter = match self.open_budgeted(&b) {
                 Ok(c) => c,
                 Err(e)
@@ -313,7 +480,8 @@ impl Sampler {
             } else {
                 Start::Now
             };
-            self.register(Some(i), Some(tid as u32), counter, ring, start)?;
+            self.register(Some(i), Some(tid as u32), counter, ring, start, true)?;
+            opened[i] = Some(self.last_counter(false));
         }
         Ok(())
     }

@@ -47,6 +47,8 @@ pub(crate) struct Slot {
     pub(crate) samples: u64,
     /// Closed (its thread exited): the token is no longer registered.
     pub(crate) closed: bool,
+    /// The registered counter is the event's own (not an anchor): `read` sums it.
+    pub(crate) counts: bool,
 }
 
 /// Task events the sampler acts on after a drain (it cannot open counters mid-drain).

@@ -21,23 +21,33 @@
 //! thread. Beside the events, a *tracking* counter (`dummy` with `task`, `comm`, `mmap2`)
 //! reports `FORK`/`EXIT`/`COMM`/`MMAP2`; its records are delivered with `event: None`.
 //!
-//! - **Inherited** (the default for [`Target::Command`] and [`Target::Pid`]): one counter
-//!   per event on each *root* thread, with `inherit`, written to an anchor ring
-//!   ([`Ring::map_inherited`]). The kernel copies an inherited counter into every thread
-//!   and child the root creates, inside `clone()` itself, before the new thread runs its
-//!   first instruction: nothing a new thread does is missed, whatever the sampler is
-//!   doing. A command has one root, attached before its `exec`. A running process has a
-//!   root per thread that exists when the sampler attaches; `/proc/PID/task` is read
-//!   again after each round of attaching, until no new thread appears, so a thread
-//!   created *during* the attach is found too. Such a thread is given counters of its
-//!   own unless the tracking counter reported its `FORK` (its creator's counters were
-//!   already there, so it inherited them); the sampler first waits until the new thread
-//!   has been scheduled once, which the kernel does only after writing that `FORK`.
-//!   The tracking counter is opened before the events on each root, so a thread whose
-//!   `FORK` was not reported did not inherit the events: no thread is counted twice.
-//!   (The remaining window: a thread whose `clone()` was in flight, between the kernel's
-//!   copying of counters and its `FORK` record, at the very moment its creator was being
-//!   attached. Threads created after the attach are always exact.)
+//! - **Inherited** (the default for [`Target::Command`] and [`Target::Pid`]): counters
+//!   with `inherit` on each *root* thread. The kernel copies an inherited counter into
+//!   every thread and child the root creates, inside `clone()` itself, before the new
+//!   thread runs its first instruction: nothing a new thread does is missed, whatever
+//!   the sampler is doing. A command has one root, attached before its `exec`. A
+//!   running process has a root per thread that exists when the sampler attaches;
+//!   `/proc/PID/task` is read again after each round of attaching, until no new thread
+//!   appears, so a thread created *during* the attach is found too. Such a thread is
+//!   given counters of its own unless the tracking counter reported its `FORK` (its
+//!   creator's counters were already there, so it inherited them); the sampler first
+//!   waits until the new thread has been scheduled once, which the kernel does only
+//!   after writing that `FORK`. The tracking counter is opened before the events on
+//!   each root, so a thread whose `FORK` was not reported did not inherit the events:
+//!   no thread is counted twice. (The remaining window: a thread whose `clone()` was in
+//!   flight, between the kernel's copying of counters and its `FORK` record, at the
+//!   very moment its creator was being attached. Threads created after the attach are
+//!   always exact.)
+//!
+//!   Rings: the kernel writes a ring with CPU-local atomics, assuming one writer per
+//!   CPU, so inherited counters are opened once per CPU (`pid`, `cpu`), and every
+//!   root's counters on one CPU write to that CPU's ring (`SET_OUTPUT`), as `perf
+//!   record` does — the tracking counter always, the events by default. Rings grow
+//!   with CPUs, not threads. A thread's period then restarts on each CPU it runs on. With
+//!   [`SamplerBuilder::exact_periods`] each event is one counter per root writing,
+//!   with every inheriting thread, into an anchor ring ([`Ring::map_inherited`]): one
+//!   period per thread however it migrates (exact `N/P`), but overflows that coincide
+//!   on two CPUs can overwrite each other's records without a `LOST` (see its docs).
 //! - **Per thread** ([`SamplerBuilder::per_thread`], implied by
 //!   [`SamplerBuilder::budget`] because `REFRESH` is `EINVAL` on inherited counters, and
 //!   always for [`Target::Tid`]): one non-inherited counter and ring per event per
@@ -80,21 +90,23 @@
 mod attach;
 mod drain;
 mod exec;
+mod notify;
 mod stats;
 mod symbolizer;
 mod target;
 
 pub use drain::Delivery;
 pub use exec::ExecQueue;
+pub use notify::Notify;
 pub use stats::{Stats, ThreadInfo};
 pub use symbolizer::Symbolizer;
 pub use target::{Target, TargetEnd};
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::Duration;
 
-use crate::counter::{Builder, Counter};
+use crate::counter::{Builder, Count, Counter};
 use crate::launch::ExitStatus;
 use crate::notify::{Notification, NotifyKind, Poller, Token};
 use crate::records::Layout;
@@ -171,6 +183,10 @@ pub struct SamplerBuilder {
     per_thread: bool,
     budget: Option<u32>,
     tracking: bool,
+    notify: Notify,
+    exact_periods: bool,
+    /// For each event, the index of its group leader if it is a group member.
+    leader_of: Vec<Option<usize>>,
 }
 
 impl SamplerBuilder {
@@ -180,6 +196,20 @@ impl SamplerBuilder {
     /// `sample_type` and `sample_id_all` is set, so every record names its thread.
     pub fn event(mut self, event: Builder) -> Self {
         self.events.push(event);
+        self.leader_of.push(None);
+        self
+    }
+
+    /// Adds events that are scheduled together as one group on every target: the
+    /// first leads, the others join it (`group_fd`) wherever the sampler opens
+    /// counters. Each keeps its own index (in order, after the events added before)
+    /// and its own ring, so [`Delivery::event`] says which member overflowed.
+    pub fn group(mut self, events: impl IntoIterator<Item = Builder>) -> Self {
+        let leader = self.events.len();
+        for (k, event) in events.into_iter().enumerate() {
+            self.events.push(event);
+            self.leader_of.push((k > 0).then_some(leader));
+        }
         self
     }
 
@@ -189,7 +219,7 @@ impl SamplerBuilder {
         self
     }
 
-    /// The size of each tracking ring (default 16 pages).
+    /// The size of each tracking ring (default 16 pages; one per CPU per root).
     pub fn tracking_ring_size(mut self, size: RingSize) -> Self {
         self.tracking_size = size;
         self
@@ -216,6 +246,33 @@ impl SamplerBuilder {
         self
     }
 
+    /// Inherited counters keep **one period per thread** however it migrates between
+    /// CPUs (`N` events with period `P` give exactly `N/P` samples per thread): one
+    /// counter per root task writing, with its inheriting threads, into one anchor ring
+    /// ([`Ring::map_inherited`]). Default off: one inherited counter per CPU with a ring
+    /// each, as `perf record` does, where a thread's period restarts on each CPU it
+    /// runs on.
+    ///
+    /// # Warning
+    /// The kernel's ring code assumes one writer per CPU (it reserves space with
+    /// CPU-local atomics); with an anchor ring, threads overflowing at the same moment
+    /// on different CPUs write one ring at once and can overwrite each other's records
+    /// **without** a `LOST` record (measured: a few percent of samples, now and then,
+    /// with 50 threads on 2 CPUs). Use it when overflows do not coincide across CPUs
+    /// (one thread at a time, low rates); compare [`Sampler::read`] with the samples
+    /// to check.
+    pub fn exact_periods(mut self, yes: bool) -> Self {
+        self.exact_periods = yes;
+        self
+    }
+
+    /// How the sampler is told that records wait (default: the poll driver); see
+    /// [`Notify`].
+    pub fn notify(mut self, notify: Notify) -> Self {
+        self.notify = notify;
+        self
+    }
+
     /// Opens every counter and ring, registers them with the poll driver, enables them,
     /// and starts the command if the target is one.
     ///
@@ -232,6 +289,11 @@ impl SamplerBuilder {
 /// A target sampled with one or more events; see the [module docs](self).
 #[derive(Debug)]
 pub struct Sampler {
+    /// Signal registrations: dropped first, so no handler runs for a closed counter.
+    armed: notify::Armed,
+    notify: Notify,
+    /// `sig_data` of each sigtrap counter → its event.
+    sig_events: HashMap<u64, usize>,
     poller: Poller,
     slots: Vec<Slot>,
     events: Vec<EventInfo>,
@@ -244,8 +306,18 @@ pub struct Sampler {
     size: RingSize,
     tracking_size: RingSize,
     budget: Option<u32>,
-    /// Inherited counters writing into an anchor's ring: alive as long as the sampler.
-    inherited: Vec<Counter>,
+    /// Inherited counters writing into an anchor's ring (with their event; `None`
+    /// for tracking): alive as long as the sampler.
+    inherited: Vec<(Option<usize>, Counter)>,
+    /// Per event, the counts of per-thread counters closed when their thread exited.
+    closed_counts: Vec<Count>,
+    /// Online CPUs, for per-CPU inherited counters.
+    cpus: Vec<i32>,
+    exact_periods: bool,
+    leader_of: Vec<Option<usize>>,
+    /// `(event or tracking, CPU)` → the slot whose ring that CPU's inherited counters
+    /// of every root write to.
+    cpu_rings: HashMap<(Option<usize>, i32), usize>,
     /// Rings no longer polled (their task exited and epoll would report `EPOLLHUP` on
     /// every wait) but still drained: inherited copies may still write to them.
     muted: Vec<(usize, Counter, Ring)>,
@@ -276,6 +348,9 @@ impl Sampler {
             per_thread: false,
             budget: None,
             tracking: true,
+            notify: Notify::Poll,
+            exact_periods: false,
+            leader_of: Vec::new(),
         }
     }
 
@@ -369,14 +444,11 @@ impl Sampler {
     /// an inherited root's ring is taken off epoll but kept and drained, since the
     /// threads that inherited it may still write to it.
     fn on_hups(&mut self, f: &mut dyn FnMut(Delivery<'_>)) {
-        let hung: Vec<Token> = self
-            .ready
-            .iter()
-            .filter(|n| n.kind == NotifyKind::Hup)
-            .map(|n| n.token)
-            .collect();
-        for token in hung {
-            let slot = token.0 as usize;
+        for i in 0..self.ready.len() {
+            if self.ready[i].kind != NotifyKind::Hup {
+                continue;
+            }
+            let slot = self.ready[i].token.0 as usize;
             if self.slots.get(slot).map_or(true, |s| s.closed) {
                 continue;
             }
@@ -392,10 +464,23 @@ impl Sampler {
         let Some((counter, ring)) = poller.deregister(token) else {
             return;
         };
+        let count = counter.read();
         if inherit {
             muted.push((slot, counter, ring));
         }
         self.slots[slot].closed = true;
+        // A closed counter's count would go with it: keep it for `read`.
+        // (A muted inherited counter is still read live: its copies may still count.)
+        if let (false, true, Some(i), Ok(c)) = (
+            inherit,
+            self.slots[slot].counts,
+            self.slots[slot].event,
+            count,
+        ) {
+            if let Some(sum) = self.closed_counts.get_mut(i) {
+                add_count(sum, &c);
+            }
+        }
     }
 
     /// Per-thread mode: counters for threads created since the last drain, and closing
@@ -427,6 +512,53 @@ impl Sampler {
         self.tasks.exits = exits;
         self.tasks.exits.clear();
         Ok(())
+    }
+
+    /// Event `event`'s count over the whole target: the sum of its counters (an
+    /// inherited counter's read includes the threads and children that inherited it
+    /// and have exited; per-thread counters of exited threads were read when closed).
+    /// Times enabled and running are summed too, so [`Count::scaled`] scales the total
+    /// (`None` with per-CPU inherited counters, whose times do not add up; see
+    /// [`SamplerBuilder::exact_periods`]).
+    ///
+    /// # Errors
+    /// [`ErrorKind::NotFound`] for an unknown event; a `read(2)` error of a counter.
+    pub fn read(&self, event: usize) -> Result<Count> {
+        let Some(&closed) = self.closed_counts.get(event) else {
+            return Err(Error::new(
+                ErrorKind::NotFound,
+                format!("Sampler::read({event})"),
+                format!("there are {} events", self.events.len()),
+            ));
+        };
+        let mut total = closed;
+        for (e, c) in &self.inherited {
+            if *e == Some(event) {
+                add_count(&mut total, &c.read()?);
+            }
+        }
+        for (slot, c, _) in &self.muted {
+            let s = &self.slots[*slot];
+            if s.event == Some(event) && s.counts {
+                add_count(&mut total, &c.read()?);
+            }
+        }
+        for (i, slot) in self.slots.iter().enumerate() {
+            if slot.event != Some(event) || slot.closed || !slot.counts {
+                continue;
+            }
+            if let Some(c) = self.poller.counter(Token(i as u64)) {
+                add_count(&mut total, &c.read()?);
+            }
+        }
+        total.id = None;
+        if self.mode == Mode::Inherit && !self.exact_periods {
+            // Per-CPU copies of one task count only on their CPU but are "enabled" on
+            // all: summed times would scale the exact sum wrongly.
+            total.time_enabled = None;
+            total.time_running = None;
+        }
+        Ok(total)
     }
 
     /// Each event: name, `perf_event_attr`, layout, kernel ids.
@@ -465,10 +597,35 @@ impl Sampler {
         self.slots.len() + self.inherited.len()
     }
 
+    /// Number of rings mapped (closed ones included): per event and CPU for inherited
+    /// counters, per event and thread in per-thread mode, plus the tracking rings.
+    pub fn rings(&self) -> usize {
+        self.slots.len()
+    }
+
     /// Threads reported by `FORK` that exited before their counters could be opened
     /// (per-thread mode).
     pub fn missed_threads(&self) -> u64 {
         self.missed_threads
+    }
+
+    /// Notifications the signal or `SIGTRAP` handler took for this sampler's counters
+    /// ([`Notify::Signal`], [`Notify::Sigtrap`]; 0 with the poll driver, see
+    /// [`wakeups`](Self::wakeups)).
+    pub fn notifications(&self) -> u64 {
+        self.armed.notifications()
+    }
+
+    /// The event a notification is about: its [`Token`] (a signal's
+    /// [`Notification::token`], a `SIGTRAP`'s [`SigtrapInfo::token`]); `None` for the
+    /// tracking counter or an unknown token.
+    ///
+    /// [`SigtrapInfo::token`]: crate::notify::SigtrapInfo::token
+    pub fn event_of(&self, token: Token) -> Option<usize> {
+        if let Some(&e) = self.sig_events.get(&token.0) {
+            return Some(e);
+        }
+        self.slots.get(usize::try_from(token.0).ok()?)?.event
     }
 
     /// Whether every per-thread counter has delivered its [`budget`] (false without
@@ -521,6 +678,18 @@ impl Sampler {
     pub fn terminate(&mut self, grace: Duration) -> Option<ExitStatus> {
         self.watchee.terminate(grace)
     }
+}
+
+fn add_count(to: &mut Count, c: &Count) {
+    let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    };
+    to.value += c.value;
+    to.time_enabled = sum(to.time_enabled, c.time_enabled);
+    to.time_running = sum(to.time_running, c.time_running);
+    to.lost = sum(to.lost, c.lost);
+    to.id = c.id;
 }
 
 /// The poll driver's epoll fd, readable while a ring is ready: an event loop can watch

@@ -149,7 +149,8 @@ pub fn gated_thread<T: Send + 'static>(
 /// calling `hit()` CALLS times, joins them and writes their tids to TIDFILE, one a line.
 /// It prints `ready` first; MODE `wait` then waits for a byte on stdin before starting
 /// the threads (so a tool can attach first); MODE `until:PATH` makes each thread call
-/// `hit()` in rounds of CALLS until PATH exists.
+/// `hit()` in rounds of CALLS until PATH exists. Threads take turns (a mutex) to call
+/// `hit()`, so overflows never coincide on two CPUs (see `SamplerBuilder::exact_periods`).
 const THREADS_C: &str = r#"
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -162,9 +163,15 @@ volatile long counter;
 void __attribute__((noinline)) hit(void) { counter++; }
 static int calls;
 static const char *stop;
+/* One thread calls hit() at a time: a sampler with one period per thread
+   (exact_periods) has its threads write one ring, and the kernel's ring code
+   assumes one writer per CPU (see perfring::sampler). */
+static pthread_mutex_t one_at_a_time = PTHREAD_MUTEX_INITIALIZER;
 static void *run(void *arg) {
     do {
+        pthread_mutex_lock(&one_at_a_time);
         for (int i = 0; i < calls; i++) hit();
+        pthread_mutex_unlock(&one_at_a_time);
     } while (stop && access(stop, F_OK) != 0);
     return (void *)(long)syscall(SYS_gettid);
 }
