@@ -289,6 +289,10 @@ written as the kernel wrote them, on a writer thread; if it falls behind, record
 are dropped and counted (perf.data then holds a LOST record saying how many).
 The summary goes to stderr.
 
+Counting events (clocks, hardware, software) use one ring per CPU, as perf record
+does. Breakpoints, tracepoints and uprobes keep one period per thread however it
+migrates (N calls with -c P give exactly N/P samples), through one ring per event.
+
 Events (default: cycles, or cpu-clock without a hardware PMU): as for watch.
 
 Options:

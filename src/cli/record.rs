@@ -59,7 +59,16 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
     }
 
     let pages = w.pages.unwrap_or(256);
-    let mut setup = Sampler::builder(target).ring_size(RingSize::Pages(pages));
+    // Breakpoints, tracepoints and probes count exactly, so each thread keeps one
+    // period (N calls with -c P give N/P samples) through an anchor ring; counting
+    // events use per-CPU rings as perf record does, where nothing is lost unreported.
+    let exact = builders.iter().all(|b| {
+        let t = b.attr().type_;
+        t == sys::PERF_TYPE_BREAKPOINT || t == sys::PERF_TYPE_TRACEPOINT || t >= sys::PERF_TYPE_MAX
+    });
+    let mut setup = Sampler::builder(target)
+        .ring_size(RingSize::Pages(pages))
+        .exact_periods(exact);
     for b in builders {
         // Wake at half a ring, as perf record does: the loop drains on every tick too.
         let half = (pages * perfring::ring::page_size() / 2) as u32;
