@@ -291,7 +291,10 @@ The summary goes to stderr.
 
 Counting events (clocks, hardware, software) use one ring per CPU, as perf record
 does. Breakpoints, tracepoints and uprobes keep one period per thread however it
-migrates (N calls with -c P give exactly N/P samples), through one ring per event.
+migrates (N calls with -c P give exactly N/P samples), through one ring per event;
+when threads on different CPUs overflow at once, the kernel may overwrite records
+in it without saying so: perfring compares the counts with the samples and reports
+(and writes a LOST record for) any that are missing.
 
 Events (default: cycles, or cpu-clock without a hardware PMU): as for watch.
 

@@ -59,6 +59,8 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
     }
 
     let pages = w.pages.unwrap_or(256);
+    // An anchor ring written from two CPUs at once can lose records unreported:
+    // check_overwrites finds and reports them.
     // Breakpoints, tracepoints and probes count exactly, so each thread keeps one
     // period (N calls with -c P give N/P samples) through an anchor ring; counting
     // events use per-CPU rings as perf record does, where nothing is lost unreported.
@@ -98,6 +100,7 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
         id: events[0].ids.first().copied().unwrap_or(0),
         scratch: Vec::new(),
         error: None,
+        samples: vec![0; events.len()],
     };
     // What existed before the counters did: the kernel's text, threads' names and
     // code mappings.
@@ -140,6 +143,9 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
     };
     // What the last moments left in the rings.
     let drained = sampler.drain(|d| rec.deliver(d));
+    if exact {
+        rec.check_overwrites(&sampler, &specs);
+    }
     rec.end_round();
     let exit = sampler.terminate(TERM_GRACE).map(|s| s.code());
     let totals = sampler.stats();
@@ -227,6 +233,8 @@ struct Recorder {
     id: u64,
     scratch: Vec<u8>,
     error: Option<perfring::Error>,
+    /// Samples per event, as delivered.
+    samples: Vec<u64>,
 }
 
 impl Recorder {
@@ -235,7 +243,12 @@ impl Recorder {
             return;
         }
         let r = match d.event {
-            Some(i) => self.stream.push(i, d.raw),
+            Some(i) => {
+                if matches!(d.record.kind(), perfring::records::RecordKind::Sample(_)) {
+                    self.samples[i] += 1;
+                }
+                self.stream.push(i, d.raw)
+            }
             // The tracking counter's records (MMAP2, COMM, FORK, EXIT) have their own
             // id layout; the file gives every record the events' one.
             None => {
@@ -249,6 +262,61 @@ impl Recorder {
         };
         if let Err(e) = r {
             self.error = Some(e);
+        }
+    }
+
+    /// With one period per thread, the counts say how many samples there must be (one
+    /// per full period of each thread): fewer means records were overwritten in a
+    /// ring written from two CPUs at once, which the kernel does not report. Say so,
+    /// and write a `PERF_RECORD_LOST` for them so readers see it too.
+    fn check_overwrites(&mut self, sampler: &Sampler, specs: &[String]) {
+        let threads = sampler.threads().count().max(1) as u64;
+        for (i, spec) in specs.iter().enumerate() {
+            let attr = sampler.events()[i].attr();
+            if attr.freq() != 0 {
+                continue;
+            }
+            let period = u64::from_ne_bytes(
+                zerocopy::IntoBytes::as_bytes(attr)[16..24]
+                    .try_into()
+                    .unwrap(),
+            )
+            .max(1);
+            let Ok(count) = sampler.read(i) else { continue };
+            // Each thread's last partial period is not a sample: up to one per thread.
+            let expected = (count.value / period).saturating_sub(threads - 1);
+            // Loss the kernel did report (LOST records) is accounted for already.
+            let st = sampler.stats();
+            let reported = st.lost + st.lost_samples;
+            let missing = expected.saturating_sub(self.samples[i] + reported);
+            if missing == 0 {
+                continue;
+            }
+            eprintln!(
+                "perfring: {missing} samples of {spec} never reached the file: threads on \
+                 different CPUs overflowed at once and overwrote each other's records in \
+                 the shared ring (the kernel reports no loss for this); record fewer \
+                 threads at a time, or a longer period (-c)"
+            );
+            let ids = perfring::records::encode::Ids {
+                id: self.id,
+                identifier: self.id,
+                ..Default::default()
+            };
+            self.scratch.clear();
+            perfring::records::encode::lost(
+                &mut self.scratch,
+                &self.layout,
+                sys::PERF_RECORD_MISC_USER as u16,
+                self.id,
+                missing,
+                &ids,
+            );
+            let rec = std::mem::take(&mut self.scratch);
+            if let Err(e) = self.stream.push(i, &rec) {
+                self.error.get_or_insert(e);
+            }
+            self.scratch = rec;
         }
     }
 
