@@ -103,7 +103,17 @@ fn breakpoint_recording_has_exactly_n_over_p_samples_in_both_formats() {
     let prog = prog.to_str().unwrap();
     let out = record(
         &dir,
-        &["-e", "mem:hot:x", "-c", "100", "--", prog, "10000", "0"],
+        &[
+            "--exact-periods",
+            "-e",
+            "mem:hot:x",
+            "-c",
+            "100",
+            "--",
+            prog,
+            "10000",
+            "0",
+        ],
     );
     let err = ok(&out);
     assert!(err.contains("100 samples"), "{err}");
@@ -146,6 +156,7 @@ fn breakpoint_recording_has_exactly_n_over_p_samples_in_both_formats() {
     let out = record(
         &dir,
         &[
+            "--exact-periods",
             "-e",
             "mem:hot:x",
             "-c",
@@ -212,7 +223,7 @@ fn wait_for_size(file: &Path, bytes: u64) {
 fn long_recording(dir: &Path, extra: &[&str]) -> std::process::Child {
     let prog = util::c_program(true);
     Command::new(env!("CARGO_BIN_EXE_perfring"))
-        .args(["record", "-e", "mem:target:x", "-c", "5"])
+        .args(["record", "--exact-periods", "-e", "mem:target:x", "-c", "5"])
         .args(extra)
         .args(["--", prog.to_str().unwrap(), "50000", "100"])
         .current_dir(dir)
@@ -421,6 +432,7 @@ fn push_sends_the_recording_to_a_local_pyroscope_listener() {
     let out = record(
         &dir,
         &[
+            "--exact-periods",
             "-e",
             "mem:hot:x",
             "-c",

@@ -43,6 +43,9 @@ pub struct RecordArgs {
     pub call_graph: Option<CallGraph>,
     /// `--push URL`: send the pprof profile to Pyroscope's `/ingest` afterwards.
     pub push: Option<String>,
+    /// `--exact-periods`: one period per thread (an anchor ring per event) instead of
+    /// per-CPU rings.
+    pub exact_periods: bool,
 }
 
 /// What `record` writes.
@@ -538,6 +541,7 @@ fn parse_record(p: &mut Parser) -> Result<Command, Failure> {
                 })
             }
             (_, "push") => r.push = Some(string(p, "--push")?),
+            (_, "exact-periods") => r.exact_periods = true,
             (f, _) if is_help(f) => return Ok(Command::Help(Topic::Record)),
             (other, _) => return Err(unknown("record", other)),
         }

@@ -289,12 +289,13 @@ written as the kernel wrote them, on a writer thread; if it falls behind, record
 are dropped and counted (perf.data then holds a LOST record saying how many).
 The summary goes to stderr.
 
-Counting events (clocks, hardware, software) use one ring per CPU, as perf record
-does. Breakpoints, tracepoints and uprobes keep one period per thread however it
-migrates (N calls with -c P give exactly N/P samples), through one ring per event;
-when threads on different CPUs overflow at once, the kernel may overwrite records
-in it without saying so: perfring compares the counts with the samples and reports
-(and writes a LOST record for) any that are missing.
+Inherited counters write one ring per CPU, as perf record does: a thread's period
+restarts on each CPU it runs on, so N calls with -c P give about N/P samples.
+--exact-periods keeps one period per thread (exactly N/P, as watch does) through one
+ring per event; when threads on different CPUs overflow at once, the kernel may
+overwrite records in that ring without saying so: perfring then compares the counts
+with the samples and reports (and writes a LOST record for) any that are missing.
+Use it for one thread at a time, or low rates.
 
 Events (default: cycles, or cpu-clock without a hardware PMU): as for watch.
 
@@ -313,6 +314,7 @@ Options:
                         perf.data (default) or gzipped profile.proto
       --push URL        Then send the pprof profile to Pyroscope's /ingest at URL
                         (http://HOST:PORT; implies --format pprof)
+      --exact-periods   One period per thread (exact N/P; see above)
   -m, --mmap-pages N    Ring data pages per event (power of two; default 256)
   -p, --pid PID         Record a running process
   -t, --tid TID         Record a thread
