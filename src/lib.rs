@@ -13,6 +13,7 @@ pub mod event;
 pub mod inject;
 pub mod launch;
 pub mod notify;
+pub mod output;
 pub mod records;
 pub mod ring;
 pub mod sampler;

@@ -27,6 +27,46 @@ pub enum Command {
     Watch(WatchArgs),
     /// `perfring inject -e EVENT… (-c N | -F HZ) --action ACTION… [-o FILE] -- COMMAND…`.
     Inject(InjectArgs),
+    /// `perfring record -e EVENT… [-g] [-o FILE] [--format F] (target as watch)`.
+    Record(RecordArgs),
+}
+
+/// `perfring record`'s flags: `watch`'s target, event and sampling flags (in
+/// `sampling`; its action flags stay unset), and where and how to write.
+#[derive(Debug, Default, Clone)]
+pub struct RecordArgs {
+    /// `-e`, `-c`, `-F`, `-m`, `-p`, `-t`, `-C` and the command, parsed as `watch` does.
+    pub sampling: WatchArgs,
+    /// `-o FILE` (`-` for stdout, pprof only); default `perf.data` or `profile.pb.gz`.
+    pub output: Option<std::path::PathBuf>,
+    /// `--format perf|pprof`.
+    pub format: OutputFormat,
+    /// `-g` (frame pointers) or `--call-graph fp|dwarf`.
+    pub call_graph: Option<CallGraph>,
+    /// `--push URL`: send the pprof profile to Pyroscope's `/ingest` afterwards.
+    pub push: Option<String>,
+    /// `--exact-periods`: one period per thread (an anchor ring per event) instead of
+    /// per-CPU rings.
+    pub exact_periods: bool,
+}
+
+/// What `record` writes.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// perf.data, for `perf report`/`perf script`.
+    #[default]
+    Perf,
+    /// Gzipped pprof, for `go tool pprof`, Pyroscope and Parca.
+    Pprof,
+}
+
+/// How `record` collects call stacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallGraph {
+    /// The kernel walks frame pointers (`PERF_SAMPLE_CALLCHAIN`).
+    Fp,
+    /// User registers and a copy of the user stack, unwound by the reader.
+    Dwarf,
 }
 
 /// `perfring inject`'s flags: the injector's configuration and the command.
@@ -123,6 +163,7 @@ pub enum Topic {
     Stat,
     Watch,
     Inject,
+    Record,
 }
 
 /// A command-line item, owned (lexopt's [`Arg`] borrows the parser).
@@ -337,8 +378,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, Failur
         "stat" => parse_stat(&mut p),
         "watch" => parse_watch(&mut p),
         "inject" => parse_inject(&mut p),
+        "record" => parse_record(&mut p),
         other => Err(usage(format!(
-            "unknown command '{other}'; the commands are doctor, explain, stat, watch, inject and help"
+            "unknown command '{other}'; the commands are doctor, explain, stat, watch, record, inject and help"
         ))),
     }
 }
@@ -405,15 +447,14 @@ fn parse_watch(p: &mut Parser) -> Result<Command, Failure> {
     let mut when_flag: Option<&'static str> = None;
     let mut wa = WhenArgs::default();
     while let Some(flag) = next(p)? {
+        if take_sampling(&flag, p, &mut w)? {
+            continue;
+        }
         let long = match &flag {
             Flag::Long(l) => l.as_str(),
             _ => "",
         };
         match (&flag, long) {
-            (Flag::Short('e'), _) | (_, "event") => w.events.push(string(p, "-e")?),
-            (Flag::Short('c'), _) | (_, "count") => w.period = Some(positive(p, "-c")?),
-            (Flag::Short('F'), _) | (_, "freq") => w.frequency = Some(positive(p, "-F")?),
-            (Flag::Short('m'), _) | (_, "mmap-pages") => w.pages = Some(positive(p, "-m")?),
             (_, "budget") => w.budget = Some(positive(p, "--budget")?),
             (_, "exec") => w.exec = Some(string(p, "--exec")?),
             (_, "signal") => {
@@ -459,42 +500,16 @@ fn parse_watch(p: &mut Parser) -> Result<Command, Failure> {
                 wa.per_process = true;
                 when_flag = Some("--per-process");
             }
-            (Flag::Short('p'), _) | (_, "pid") => w.pid = Some(number(p, "-p")?),
-            (Flag::Short('t'), _) | (_, "tid") => w.tid = Some(number(p, "-t")?),
-            (Flag::Short('C'), _) | (_, "cpu") => w.cpu = Some(number(p, "-C")?),
             (Flag::Short('g'), _) => w.call_graph = Some(perfring::unwind::CallGraph::Fp),
             (_, "call-graph") => {
                 let mode = string(p, "--call-graph")?;
                 w.call_graph = Some(mode.parse().map_err(Failure::Input)?);
             }
             (f, _) if is_help(f) => return Ok(Command::Help(Topic::Watch)),
-            (Flag::Value(program), _) => {
-                // The command's own flags are its business, not ours.
-                w.command.push(program.clone());
-                w.command.extend(p.raw_args().map_err(lexopt_error)?);
-            }
             (other, _) => return Err(unknown("watch", other)),
         }
     }
-    let targets = usize::from(w.pid.is_some())
-        + usize::from(w.tid.is_some())
-        + usize::from(w.cpu.is_some())
-        + usize::from(!w.command.is_empty());
-    if targets == 0 {
-        return Err(usage(
-            "watch: nothing to watch: give a command (perfring watch -e EVENT -- COMMAND ARGS), -p PID, -t TID or -C CPU",
-        ));
-    }
-    if targets > 1 {
-        return Err(usage(
-            "watch: give one target: -p PID, -t TID, -C CPU or a command (-- COMMAND ARGS)",
-        ));
-    }
-    if w.period.is_some() && w.frequency.is_some() {
-        return Err(usage(
-            "watch: -c (period) and -F (frequency) are exclusive: give one",
-        ));
-    }
+    check_sampling(&w, "watch")?;
     if w.cpu.is_some() && (w.signal.is_some() || w.stop_at.is_some()) {
         return Err(usage(
             "watch: --signal and --stop-at act on the thread that overflowed, which with -C may be any process; watch -p PID, -t TID or a command instead",
@@ -630,6 +645,118 @@ fn parse_inject(p: &mut Parser) -> Result<Command, Failure> {
     Ok(Command::Inject(InjectArgs { config, command }))
 }
 
+/// Takes one of the target, event and sampling flags `watch` and `record` share (`-e`,
+/// `-c`, `-F`, `-m`, `-p`, `-t`, `-C`, and the command with its arguments): true if
+/// `flag` was one.
+fn take_sampling(flag: &Flag, p: &mut Parser, w: &mut WatchArgs) -> Result<bool, Failure> {
+    let long = match flag {
+        Flag::Long(l) => l.as_str(),
+        _ => "",
+    };
+    match (flag, long) {
+        (Flag::Short('e'), _) | (_, "event") => w.events.push(string(p, "-e")?),
+        (Flag::Short('c'), _) | (_, "count") => w.period = Some(positive(p, "-c")?),
+        (Flag::Short('F'), _) | (_, "freq") => w.frequency = Some(positive(p, "-F")?),
+        (Flag::Short('m'), _) | (_, "mmap-pages") => w.pages = Some(positive(p, "-m")?),
+        (Flag::Short('p'), _) | (_, "pid") => w.pid = Some(number(p, "-p")?),
+        (Flag::Short('t'), _) | (_, "tid") => w.tid = Some(number(p, "-t")?),
+        (Flag::Short('C'), _) | (_, "cpu") => w.cpu = Some(number(p, "-C")?),
+        (Flag::Value(program), _) => {
+            // The command's own flags are its business, not ours.
+            w.command.push(program.clone());
+            w.command.extend(p.raw_args().map_err(lexopt_error)?);
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// One target, and not both `-c` and `-F`.
+fn check_sampling(w: &WatchArgs, command: &str) -> Result<(), Failure> {
+    let targets = usize::from(w.pid.is_some())
+        + usize::from(w.tid.is_some())
+        + usize::from(w.cpu.is_some())
+        + usize::from(!w.command.is_empty());
+    if targets == 0 {
+        return Err(usage(format!(
+            "{command}: nothing to {command}: give a command (perfring {command} -e EVENT -- COMMAND ARGS), -p PID, -t TID or -C CPU"
+        )));
+    }
+    if targets > 1 {
+        return Err(usage(format!(
+            "{command}: give one target: -p PID, -t TID, -C CPU or a command (-- COMMAND ARGS)"
+        )));
+    }
+    if w.period.is_some() && w.frequency.is_some() {
+        return Err(usage(format!(
+            "{command}: -c (period) and -F (frequency) are exclusive: give one"
+        )));
+    }
+    Ok(())
+}
+
+fn parse_record(p: &mut Parser) -> Result<Command, Failure> {
+    let mut r = RecordArgs::default();
+    while let Some(flag) = next(p)? {
+        if take_sampling(&flag, p, &mut r.sampling)? {
+            continue;
+        }
+        let long = match &flag {
+            Flag::Long(l) => l.as_str(),
+            _ => "",
+        };
+        match (&flag, long) {
+            (Flag::Short('o'), _) | (_, "output") => {
+                let v = p
+                    .value()
+                    .map_err(|_| usage("-o needs a file name (or - for stdout)"))?;
+                r.output = Some(v.into());
+            }
+            (_, "format") => {
+                r.format = match string(p, "--format")?.as_str() {
+                    "perf" | "perf.data" => OutputFormat::Perf,
+                    "pprof" => OutputFormat::Pprof,
+                    other => {
+                        return Err(usage(format!("--format {other:?}: expected perf or pprof")))
+                    }
+                }
+            }
+            (Flag::Short('g'), _) => r.call_graph = Some(CallGraph::Fp),
+            (_, "call-graph") => {
+                r.call_graph = Some(match string(p, "--call-graph")?.as_str() {
+                    "fp" => CallGraph::Fp,
+                    "dwarf" => CallGraph::Dwarf,
+                    other => {
+                        return Err(usage(format!(
+                            "--call-graph {other:?}: expected fp or dwarf"
+                        )))
+                    }
+                })
+            }
+            (_, "push") => r.push = Some(string(p, "--push")?),
+            (_, "exact-periods") => r.exact_periods = true,
+            (f, _) if is_help(f) => return Ok(Command::Help(Topic::Record)),
+            (other, _) => return Err(unknown("record", other)),
+        }
+    }
+    check_sampling(&r.sampling, "record")?;
+    if r.push.is_some() {
+        r.format = OutputFormat::Pprof;
+    }
+    let stdout = r.output.as_deref() == Some(std::path::Path::new("-"));
+    if stdout && r.format == OutputFormat::Perf {
+        return Err(usage(
+            "record: perf.data cannot go to stdout (its header is rewritten at the end); give -o FILE, or --format pprof",
+        ));
+    }
+    if stdout && r.push.is_some() {
+        return Err(usage(
+            "record: --push needs the profile in a file: give -o FILE",
+        ));
+    }
+    Ok(Command::Record(r))
+}
+
 /// A number that must be at least 1.
 fn positive<T: TryFrom<u64>>(p: &mut Parser, flag: &str) -> Result<T, Failure> {
     let n: u64 = number(p, flag)?;
@@ -646,8 +773,9 @@ fn topic(name: &str) -> Result<Topic, Failure> {
         "stat" => Ok(Topic::Stat),
         "watch" => Ok(Topic::Watch),
         "inject" => Ok(Topic::Inject),
+        "record" => Ok(Topic::Record),
         other => Err(usage(format!(
-            "no help for '{other}'; the commands are doctor, explain, stat, watch and inject"
+            "no help for '{other}'; the commands are doctor, explain, stat, watch, record and inject"
         ))),
     }
 }

@@ -6,6 +6,7 @@ pub mod doctor;
 pub mod explain;
 pub mod inject;
 pub mod json;
+pub mod record;
 pub mod stat;
 pub mod trigger;
 pub mod watch;
@@ -84,6 +85,11 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> Result<Done, Failure> {
             text: String::new(),
             child_exit: Some(inject::run(&args)?),
         },
+        Command::Record(args) => Done {
+            // The summary went to stderr: stdout may be the profile.
+            text: String::new(),
+            child_exit: record::run(&args)?,
+        },
         Command::Stat(args) => {
             let report = stat::run(&args)?;
             Done {
@@ -107,6 +113,7 @@ pub fn help(topic: Topic) -> &'static str {
         Topic::Stat => STAT_HELP,
         Topic::Watch => WATCH_HELP,
         Topic::Inject => INJECT_HELP,
+        Topic::Record => RECORD_HELP,
     }
 }
 
@@ -121,6 +128,7 @@ Commands:
   stat      Count events over a command's run, or a running process, like perf stat
   watch     Print each overflow of a counter as it happens, or each time a
             rate or ratio crosses a threshold (--when), and act on it
+  record    Write samples to perf.data (perf report) or pprof (go tool pprof)
   inject    Act on every overflow from inside an unmodified program (LD_PRELOAD)
   help      Print this text, or a command's (perfring help explain)
 
@@ -128,8 +136,8 @@ Options:
   -h, --help  Print help
 
 Exit status: 0 on success, 1 when the operation failed, 2 on a usage error;
-'stat -- COMMAND', 'watch -- COMMAND' and 'inject -- COMMAND' exit with the
-command's status.
+'stat -- COMMAND', 'watch -- COMMAND', 'record -- COMMAND' and 'inject -- COMMAND'
+exit with the command's status.
 ";
 
 const INJECT_HELP: &str = "\
@@ -354,4 +362,57 @@ end; 0 after --stop-at, --stop-after, or with -p/-t/-C; 1 when watching failed
 (no such program, an event this machine cannot count, e.g. a hardware event
 without a PMU, no permission); 2 on a usage error or an event that does not parse
 or resolve. On failure nothing is left running or stopped.
+";
+
+const RECORD_HELP: &str = "\
+Record samples into a file other tools read: perf.data (perf report, perf script,
+hotspot) or gzipped pprof (go tool pprof, Pyroscope, Parca).
+
+Usage: perfring record [-e EVENT]... [-c N | -F HZ] [-g | --call-graph fp|dwarf]
+                       [-o FILE] [--format perf|pprof] [--push URL] -- COMMAND [ARGS]...
+       perfring record [OPTIONS] (-p PID | -t TID | -C CPU)
+
+The target is followed as with watch: a command from its exec, with its threads
+and children; -p every thread of the process, also those created later; -t one
+thread; -C one CPU. Recording ends when the target does, or on Ctrl-C (a first
+SIGINT is passed to a command, a second one ends the recording). Records are
+written as the kernel wrote them, on a writer thread; if it falls behind, records
+are dropped and counted (perf.data then holds a LOST record saying how many).
+The summary goes to stderr.
+
+Inherited counters write one ring per CPU, as perf record does: a thread's period
+restarts on each CPU it runs on, so N calls with -c P give about N/P samples.
+--exact-periods keeps one period per thread (exactly N/P, as watch does) through one
+ring per event; when threads on different CPUs overflow at once, the kernel may
+overwrite records in that ring without saying so: perfring then compares the counts
+with the samples and reports (and writes a LOST record for) any that are missing.
+Use it for one thread at a time, or low rates.
+
+Events (default: cycles, or cpu-clock without a hardware PMU): as for watch.
+
+Options:
+  -e, --event EVENT     An event to record; repeat for more
+  -c, --count N         Sample every N events (default 1 for breakpoints,
+                        tracepoints and uprobes)
+  -F, --freq HZ         About HZ samples a second (default 4000 for counting events)
+  -g                    Call stacks by frame pointers (--call-graph fp)
+      --call-graph fp|dwarf
+                        dwarf: copy user registers and 8 KiB of stack per sample,
+                        for perf report to unwind (pprof gets the leaf only)
+  -o, --output FILE     Where to write (default perf.data, or profile.pb.gz with
+                        --format pprof); - is stdout, for pprof
+      --format perf|pprof
+                        perf.data (default) or gzipped profile.proto
+      --push URL        Then send the pprof profile to Pyroscope's /ingest at URL
+                        (http://HOST:PORT; implies --format pprof)
+      --exact-periods   One period per thread (exact N/P; see above)
+  -m, --mmap-pages N    Ring data pages per event (power of two; default 256)
+  -p, --pid PID         Record a running process
+  -t, --tid TID         Record a thread
+  -C, --cpu CPU         Record a CPU (needs perf_event_paranoid <= 0 or root)
+  -h, --help            Print help
+
+Exit status: the command's (128 + N if killed by signal N); 0 with -p/-t/-C;
+1 when recording failed (the file then holds what was written before: a full
+disk or a closed pipe is named with its fix); 2 on a usage error.
 ";

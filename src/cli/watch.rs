@@ -293,42 +293,15 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     };
 
     // Resolve every event before starting anything.
-    let (image, program) = if args.command.is_empty() {
-        let image = match args.pid.or(args.tid) {
-            Some(pid) => TargetImage::Process(pid),
-            None => TargetImage::None,
-        };
-        (image, None)
-    } else {
-        let name = &args.command[0];
-        let Some(path) = launch::find_program(name) else {
-            // Let the launcher say what is wrong: it knows how it searched.
-            return Err(Failure::Runtime(
-                launch::Command::new(name)
-                    .spawn_stopped()
-                    .expect_err("find_program found nothing"),
-            ));
-        };
-        (TargetImage::Spawned(path.clone()), Some(path))
-    };
+    let Resolved {
+        image,
+        program,
+        target,
+    } = resolve(args, &specs)?;
     let builders = specs
         .iter()
         .map(|spec| builder(args, spec, &image))
         .collect::<Result<Vec<_>, _>>()?;
-    let no_aslr = specs
-        .iter()
-        .any(|e| e.starts_with("mem:") && is_symbolic(e));
-    let target = match (&program, args.pid, args.tid, args.cpu) {
-        (Some(_), ..) => Target::Command(
-            launch::Command::new(&args.command[0])
-                .args(&args.command[1..])
-                .no_aslr(no_aslr),
-        ),
-        (None, Some(pid), _, _) => Target::Pid(pid),
-        (None, None, Some(tid), _) => Target::Tid(tid),
-        (None, None, None, Some(cpu)) => Target::Cpus(vec![cpu]),
-        (None, None, None, None) => unreachable!("parse_watch requires a target"),
-    };
     let mut events = Vec::new();
     // The sampler opens, per thread or inherited with an anchor ring, and follows
     // threads created later; a budget makes it per thread (REFRESH is EINVAL on
@@ -450,6 +423,57 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     })
 }
 
+/// What a command line's target and events resolve to (shared with `record`).
+pub(super) struct Resolved {
+    /// Where symbolic events (`mem:SYMBOL`) are looked up.
+    pub image: TargetImage,
+    /// The command's program, found along `$PATH`.
+    pub program: Option<std::path::PathBuf>,
+    /// The sampler's target.
+    pub target: Target,
+}
+
+/// Finds the command's program (or the process for `-p`/`-t`) and builds the target.
+pub(super) fn resolve(args: &WatchArgs, specs: &[String]) -> Result<Resolved, Failure> {
+    let (image, program) = if args.command.is_empty() {
+        let image = match args.pid.or(args.tid) {
+            Some(pid) => TargetImage::Process(pid),
+            None => TargetImage::None,
+        };
+        (image, None)
+    } else {
+        let name = &args.command[0];
+        let Some(path) = launch::find_program(name) else {
+            // Let the launcher say what is wrong: it knows how it searched.
+            return Err(Failure::Runtime(
+                launch::Command::new(name)
+                    .spawn_stopped()
+                    .expect_err("find_program found nothing"),
+            ));
+        };
+        (TargetImage::Spawned(path.clone()), Some(path))
+    };
+    let no_aslr = specs
+        .iter()
+        .any(|e| e.starts_with("mem:") && is_symbolic(e));
+    let target = match (&program, args.pid, args.tid, args.cpu) {
+        (Some(_), ..) => Target::Command(
+            launch::Command::new(&args.command[0])
+                .args(&args.command[1..])
+                .no_aslr(no_aslr),
+        ),
+        (None, Some(pid), _, _) => Target::Pid(pid),
+        (None, None, Some(tid), _) => Target::Tid(tid),
+        (None, None, None, Some(cpu)) => Target::Cpus(vec![cpu]),
+        (None, None, None, None) => unreachable!("check_sampling requires a target"),
+    };
+    Ok(Resolved {
+        image,
+        program,
+        target,
+    })
+}
+
 /// The loop: wait for wake-ups, drain every ring, until an end condition.
 fn watch_loop(
     args: &WatchArgs,
@@ -531,7 +555,7 @@ fn builder(args: &WatchArgs, spec: &str, image: &TargetImage) -> Result<Builder,
 }
 
 /// `cycles` where a hardware PMU exists, else `cpu-clock`, with a notice.
-fn default_event() -> String {
+pub(super) fn default_event() -> String {
     let probe = Counter::builder("cycles").and_then(|b| b.open());
     match probe {
         Ok(_) => "cycles".to_string(),

@@ -319,3 +319,4 @@ pub fn build_member(package: &str) -> std::path::PathBuf {
     }
     dir
 }
+pub mod capture;

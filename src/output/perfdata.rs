@@ -1,0 +1,612 @@
+//! `perf.data` (the `PERFILE2` format) written from the ring's records as they are.
+//!
+//! The file, in order: the 104-byte header; each event's id array; the attr section
+//! (`attr` + the section of its ids, per event); the data section (the records); at
+//! the end, the feature sections' table and contents. References:
+//! `tools/perf/Documentation/perf.data-file-format.txt` in the kernel tree, and what
+//! `perf report --header-only` and `perf report -D` show for a file `perf record`
+//! wrote.
+//!
+//! A recording cut short stays readable: the header and attrs are written first, and
+//! the header's data size is brought up to date after every chunk (perf reads nothing
+//! from a file whose data size is 0). Feature sections only come at
+//! [`finish`](PerfData::finish), since they follow the data.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use zerocopy::IntoBytes;
+
+use super::stream::{Chunk, Sink};
+use super::EventInfo;
+use crate::error::{Error, ErrorKind, Result};
+use crate::records::{encode, Layout};
+use crate::sys;
+
+/// `PERFILE2`, read as a native-endian u64 (tells readers the byte order).
+const MAGIC: &[u8; 8] = b"PERFILE2";
+/// `sizeof(struct perf_file_header)`: magic, size, attr_size, three sections, 4 flag words.
+const HEADER_SIZE: u64 = 8 + 8 + 8 + 3 * 16 + 4 * 8;
+/// Where `header.data.size` sits: after magic, size, attr_size, attrs, data.offset.
+const DATA_SIZE_AT: u64 = 8 + 8 + 8 + 16 + 8;
+/// Where the feature bitmap sits.
+const FLAGS_AT: u64 = 8 + 8 + 8 + 3 * 16;
+/// `PERF_ATTR_SIZE_VER0`: the smallest attr a reader accepts.
+const ATTR_SIZE_VER0: usize = 64;
+
+// Feature bits (`HEADER_*` in the format document).
+const HEADER_BUILD_ID: u32 = 2;
+const HEADER_HOSTNAME: u32 = 3;
+const HEADER_OSRELEASE: u32 = 4;
+const HEADER_VERSION: u32 = 5;
+const HEADER_ARCH: u32 = 6;
+const HEADER_NRCPUS: u32 = 7;
+const HEADER_TOTAL_MEM: u32 = 10;
+const HEADER_CMDLINE: u32 = 11;
+const HEADER_EVENT_DESC: u32 = 12;
+
+/// `PERF_RECORD_HEADER_BUILD_ID`: the record type of a build-id feature entry.
+const RECORD_HEADER_BUILD_ID: u32 = 67;
+/// `PERF_RECORD_MISC_BUILD_ID_SIZE`: the entry carries the build id's length.
+const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
+/// Strings in feature sections are padded to this (perf's `NAME_ALIGN`).
+const NAME_ALIGN: usize = 64;
+
+/// A `perf.data` file being written: a [`Sink`] for a [`Streamer`](super::Streamer),
+/// or used directly.
+///
+/// # Examples
+/// ```no_run
+/// use perfring::output::{EventInfo, PerfData};
+/// # let attr: perfring::sys::perf_event_attr = unimplemented!();
+/// let events = [EventInfo::new("cpu-clock", attr, vec![42])];
+/// let mut out = PerfData::create("perf.data", &events, &[])?;
+/// # let record: &[u8] = &[];
+/// out.write_records(record)?; // whole records, as the ring holds them
+/// out.finish()?;
+/// # Ok::<(), perfring::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct PerfData {
+    file: File,
+    path: PathBuf,
+    events: Vec<EventInfo>,
+    layouts: Vec<Layout>,
+    cmdline: Vec<String>,
+    attr_size: usize,
+    data_offset: u64,
+    /// Bytes of whole records written to the data section.
+    data_size: u64,
+    /// Executable files mapped by user space (from MMAP/MMAP2 records), for build ids.
+    mapped: BTreeMap<Vec<u8>, ()>,
+    records: u64,
+    lost: u64,
+    finished: bool,
+}
+
+impl PerfData {
+    /// Creates (truncates) `path` and writes the header and attrs.
+    ///
+    /// `cmdline` is stored in the `CMDLINE` feature (what `perf report --header`
+    /// shows as the command that recorded).
+    ///
+    /// # Errors
+    /// - [`ErrorKind::InvalidArgument`] for no events, or an attr whose `sample_type`
+    ///   the decoder does not know.
+    /// - [`ErrorKind::Io`] if the file cannot be created or written, naming it.
+    pub fn create(
+        path: impl AsRef<Path>,
+        events: &[EventInfo],
+        cmdline: &[String],
+    ) -> Result<PerfData> {
+        let path = path.as_ref();
+        let file = File::create(path).map_err(|e| {
+            Error::from_errno(format!("create {}", path.display()), e)
+                .with_fix("choose a writable path with -o")
+        })?;
+        PerfData::new(file, path, events, cmdline)
+    }
+
+    /// Writes into an open, seekable `file` (`path` is only for messages).
+    ///
+    /// # Errors
+    /// As [`create`](Self::create); a pipe or other unseekable file is
+    /// [`ErrorKind::InvalidArgument`] (perf.data needs to rewrite its header).
+    pub fn new(
+        file: File,
+        path: impl AsRef<Path>,
+        events: &[EventInfo],
+        cmdline: &[String],
+    ) -> Result<PerfData> {
+        let path = path.as_ref().to_path_buf();
+        if events.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "write perf.data",
+                "no events to describe",
+            )
+            .with_fix("pass the EventInfo of each event recorded"));
+        }
+        let meta = file
+            .metadata()
+            .map_err(|e| Error::from_errno(format!("stat {}", path.display()), e))?;
+        if !meta.is_file() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("write perf.data to {}", path.display()),
+                "perf.data must go to a regular file: its header is rewritten at the end",
+            )
+            .with_fix("give -o a file path, or use --format pprof to write to a pipe"));
+        }
+        let layouts = events
+            .iter()
+            .map(|e| {
+                Layout::new(&e.attr).map_err(|d| {
+                    Error::new(
+                        ErrorKind::InvalidArgument,
+                        format!("describe event {} in perf.data", e.name),
+                        d.to_string(),
+                    )
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let attr_size = events
+            .iter()
+            .map(|e| attr_used_size(&e.attr))
+            .max()
+            .unwrap_or(ATTR_SIZE_VER0);
+        let mut w = PerfData {
+            file,
+            path,
+            events: events.to_vec(),
+            layouts,
+            cmdline: cmdline.to_vec(),
+            attr_size,
+            data_offset: 0,
+            data_size: 0,
+            mapped: BTreeMap::new(),
+            records: 0,
+            lost: 0,
+            finished: false,
+        };
+        w.write_start()?;
+        Ok(w)
+    }
+
+    /// The path written.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Records written so far.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Bytes of the data section so far.
+    pub fn data_size(&self) -> u64 {
+        self.data_size
+    }
+
+    /// Records reported lost before reaching this file (the `PERF_RECORD_LOST`s written).
+    pub fn lost(&self) -> u64 {
+        self.lost
+    }
+
+    fn io_error(&self, what: &str, e: std::io::Error) -> Error {
+        write_error(&self.path, what, e)
+    }
+
+    /// Header, id arrays and attr section; the data section starts after them.
+    fn write_start(&mut self) -> Result<()> {
+        let mut buf = vec![0u8; HEADER_SIZE as usize];
+        let mut id_sections = Vec::new();
+        for e in &self.events {
+            let off = buf.len() as u64;
+            for id in &e.ids {
+                buf.extend_from_slice(&id.to_ne_bytes());
+            }
+            id_sections.push((off, (e.ids.len() * 8) as u64));
+        }
+        let attrs_offset = buf.len() as u64;
+        for (e, (off, size)) in self.events.iter().zip(&id_sections) {
+            buf.extend_from_slice(&attr_bytes(&e.attr, self.attr_size));
+            buf.extend_from_slice(&off.to_ne_bytes());
+            buf.extend_from_slice(&size.to_ne_bytes());
+        }
+        let attrs_size = buf.len() as u64 - attrs_offset;
+        self.data_offset = buf.len() as u64;
+        let header = self.header(attrs_offset, attrs_size, [0; 4]);
+        buf[..header.len()].copy_from_slice(&header);
+        self.file
+            .write_all_at(&buf, 0)
+            .map_err(|e| self.io_error("write the header", e))?;
+        Ok(())
+    }
+
+    fn header(&self, attrs_offset: u64, attrs_size: u64, flags: [u64; 4]) -> Vec<u8> {
+        let mut h = Vec::with_capacity(HEADER_SIZE as usize);
+        h.extend_from_slice(MAGIC);
+        for v in [
+            HEADER_SIZE,
+            (self.attr_size + 16) as u64,
+            attrs_offset,
+            attrs_size,
+            self.data_offset,
+            self.data_size,
+            0, // event_types: unused since perf 3.x
+            0,
+        ] {
+            h.extend_from_slice(&v.to_ne_bytes());
+        }
+        for f in flags {
+            h.extend_from_slice(&f.to_ne_bytes());
+        }
+        h
+    }
+
+    /// Appends whole records (each with its header, as the ring holds them).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] on a write failure, naming the file and the cause ("No space
+    /// left on device", "File too large"); the file keeps every record written before.
+    pub fn write_records(&mut self, records: &[u8]) -> Result<()> {
+        self.note_mappings(records);
+        let at = self.data_offset + self.data_size;
+        let mut done = 0;
+        let failed = loop {
+            if done == records.len() {
+                break None;
+            }
+            match self.file.write_at(&records[done..], at + done as u64) {
+                Ok(0) => break Some(std::io::Error::from(std::io::ErrorKind::WriteZero)),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Some(e),
+            }
+        };
+        // Only whole records count: a record cut by a full disk is not part of the file.
+        self.data_size += whole_records(&records[..done]) as u64;
+        // Keep the header's data size current, so a killed recording stays readable.
+        let header = self
+            .file
+            .write_all_at(&self.data_size.to_ne_bytes(), DATA_SIZE_AT);
+        if let Some(e) = failed {
+            return Err(self.io_error("write records", e));
+        }
+        header.map_err(|e| self.io_error("update the header", e))
+    }
+
+    /// Writes a `PERF_RECORD_LOST` saying `n` records of the first event were dropped
+    /// before reaching the file (perf reports it as lost events).
+    ///
+    /// # Errors
+    /// As [`write_records`](Self::write_records).
+    pub fn write_lost(&mut self, n: u64) -> Result<()> {
+        let id = self.events[0].ids.first().copied().unwrap_or(0);
+        let ids = encode::Ids {
+            id,
+            identifier: id,
+            ..Default::default()
+        };
+        let mut rec = Vec::with_capacity(64);
+        encode::lost(
+            &mut rec,
+            &self.layouts[0],
+            sys::PERF_RECORD_MISC_USER as u16,
+            id,
+            n,
+            &ids,
+        );
+        self.write_records(&rec)?;
+        self.lost += n;
+        Ok(())
+    }
+
+    /// Remembers the user-space executable mappings, whose build ids go in the
+    /// `BUILD_ID` feature at the end.
+    fn note_mappings(&mut self, records: &[u8]) {
+        let mut off = 0;
+        while off + 8 <= records.len() {
+            let ty = u32::from_ne_bytes(records[off..off + 4].try_into().unwrap());
+            let misc = u16::from_ne_bytes([records[off + 4], records[off + 5]]);
+            let size = usize::from(u16::from_ne_bytes([records[off + 6], records[off + 7]]));
+            if size < 8 || off + size > records.len() {
+                break;
+            }
+            self.records += 1;
+            let rec = &records[off..off + size];
+            let name_at = match ty {
+                sys::PERF_RECORD_MMAP => Some(8 + 4 + 4 + 8 + 8 + 8),
+                sys::PERF_RECORD_MMAP2 => Some(8 + 4 + 4 + 8 + 8 + 8 + 24 + 4 + 4),
+                _ => None,
+            };
+            let user =
+                u32::from(misc) & sys::PERF_RECORD_MISC_CPUMODE_MASK == sys::PERF_RECORD_MISC_USER;
+            let data = u32::from(misc) & sys::PERF_RECORD_MISC_MMAP_DATA != 0;
+            if let (Some(at), true, false) = (name_at, user, data) {
+                if let Some(tail) = rec.get(at..) {
+                    let name = &tail[..tail.iter().position(|&b| b == 0).unwrap_or(tail.len())];
+                    if name.starts_with(b"/") {
+                        self.mapped.insert(name.to_vec(), ());
+                    }
+                }
+            }
+            off += size;
+        }
+    }
+
+    /// Writes the feature sections after the data and the final header. Idempotent.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] if they cannot be written; the header then still holds the
+    /// data size written so far, so the records remain readable.
+    pub fn finish(&mut self) -> Result<()> {
+        if self.finished {
+            return Ok(());
+        }
+        self.finished = true;
+        let features = self.features();
+        let mut flags = [0u64; 4];
+        let table_at = self.data_offset + self.data_size;
+        let mut table = Vec::with_capacity(features.len() * 16);
+        let mut body = Vec::new();
+        let mut at = table_at + (features.len() * 16) as u64;
+        for (bit, content) in &features {
+            flags[(*bit / 64) as usize] |= 1 << (bit % 64);
+            table.extend_from_slice(&at.to_ne_bytes());
+            table.extend_from_slice(&(content.len() as u64).to_ne_bytes());
+            body.extend_from_slice(content);
+            at += content.len() as u64;
+        }
+        table.extend_from_slice(&body);
+        let written = self.file.write_all_at(&table, table_at);
+        // Whatever follows (a partial write that failed) is not part of the file.
+        let _ = self.file.set_len(
+            table_at
+                + if written.is_ok() {
+                    table.len() as u64
+                } else {
+                    0
+                },
+        );
+        let flags = if written.is_ok() { flags } else { [0; 4] };
+        let mut flag_bytes = Vec::new();
+        for f in flags {
+            flag_bytes.extend_from_slice(&f.to_ne_bytes());
+        }
+        self.file
+            .write_all_at(&self.data_size.to_ne_bytes(), DATA_SIZE_AT)
+            .and_then(|()| self.file.write_all_at(&flag_bytes, FLAGS_AT))
+            .and_then(|()| self.file.flush())
+            .map_err(|e| self.io_error("complete the header", e))?;
+        written.map_err(|e| self.io_error("write the feature sections", e))
+    }
+
+    /// The feature sections, by bit, in increasing order.
+    fn features(&self) -> Vec<(u32, Vec<u8>)> {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default()
+        };
+        let mut f = vec![(HEADER_BUILD_ID, self.build_ids())];
+        f.push((
+            HEADER_HOSTNAME,
+            header_string(&read("/proc/sys/kernel/hostname")),
+        ));
+        f.push((
+            HEADER_OSRELEASE,
+            header_string(&read("/proc/sys/kernel/osrelease")),
+        ));
+        f.push((
+            HEADER_VERSION,
+            header_string(concat!("perfring ", env!("CARGO_PKG_VERSION"))),
+        ));
+        f.push((HEADER_ARCH, header_string(std::env::consts::ARCH)));
+        let count =
+            |p: &str| crate::counter::parse_cpu_list(&read(p)).map_or(0, |v| v.len() as u32);
+        let online = count("/sys/devices/system/cpu/online");
+        let present = count("/sys/devices/system/cpu/present").max(online);
+        let mut nr = Vec::new();
+        nr.extend_from_slice(&present.to_ne_bytes());
+        nr.extend_from_slice(&online.to_ne_bytes());
+        f.push((HEADER_NRCPUS, nr));
+        let mem_kb = read("/proc/meminfo")
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        f.push((HEADER_TOTAL_MEM, mem_kb.to_ne_bytes().to_vec()));
+        let mut cmd = (self.cmdline.len() as u32).to_ne_bytes().to_vec();
+        for a in &self.cmdline {
+            cmd.extend_from_slice(&header_string(a));
+        }
+        f.push((HEADER_CMDLINE, cmd));
+        let mut desc = Vec::new();
+        desc.extend_from_slice(&(self.events.len() as u32).to_ne_bytes());
+        desc.extend_from_slice(&(self.attr_size as u32).to_ne_bytes());
+        for e in &self.events {
+            desc.extend_from_slice(&attr_bytes(&e.attr, self.attr_size));
+            desc.extend_from_slice(&(e.ids.len() as u32).to_ne_bytes());
+            desc.extend_from_slice(&header_string(&e.name));
+            for id in &e.ids {
+                desc.extend_from_slice(&id.to_ne_bytes());
+            }
+        }
+        f.push((HEADER_EVENT_DESC, desc));
+        f
+    }
+
+    /// `build_id_event`s for the mapped files that have a GNU build id.
+    fn build_ids(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for name in self.mapped.keys() {
+            let path = Path::new(<std::ffi::OsStr as OsStrExt>::from_bytes(name));
+            let Some(id) = read_build_id(path) else {
+                continue;
+            };
+            let mut fname = name.clone();
+            fname.push(0);
+            fname.resize(fname.len().next_multiple_of(NAME_ALIGN), 0);
+            let size = 8 + 4 + 24 + fname.len();
+            out.extend_from_slice(&RECORD_HEADER_BUILD_ID.to_ne_bytes());
+            out.extend_from_slice(
+                &(sys::PERF_RECORD_MISC_USER as u16 | MISC_BUILD_ID_SIZE).to_ne_bytes(),
+            );
+            out.extend_from_slice(&(size as u16).to_ne_bytes());
+            out.extend_from_slice(&(-1i32).to_ne_bytes()); // the host machine
+            let mut bid = [0u8; 24];
+            let n = id.len().min(20);
+            bid[..n].copy_from_slice(&id[..n]);
+            bid[20] = n as u8;
+            out.extend_from_slice(&bid);
+            out.extend_from_slice(&fname);
+        }
+        out
+    }
+}
+
+impl Sink for PerfData {
+    fn write_chunk(&mut self, chunk: &Chunk) -> Result<()> {
+        if chunk.lost_before() > 0 {
+            self.write_lost(chunk.lost_before())?;
+        }
+        if !chunk.is_empty() {
+            self.write_records(chunk.bytes())?;
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        PerfData::finish(self)
+    }
+}
+
+/// The length of the longest prefix of `bytes` made of whole records.
+fn whole_records(bytes: &[u8]) -> usize {
+    let mut off = 0;
+    while off + 8 <= bytes.len() {
+        let size = usize::from(u16::from_ne_bytes([bytes[off + 6], bytes[off + 7]]));
+        if size < 8 || off + size > bytes.len() {
+            break;
+        }
+        off += size;
+    }
+    off
+}
+
+/// The GNU build id of the ELF file at `path`, if it has one.
+pub(crate) fn read_build_id(path: &Path) -> Option<Vec<u8>> {
+    use object::Object;
+    let data = std::fs::read(path).ok()?;
+    let obj = object::File::parse(&*data).ok()?;
+    obj.build_id().ok().flatten().map(<[u8]>::to_vec)
+}
+
+/// A write error naming the file and, for the usual causes, the fix.
+pub(crate) fn write_error(path: &Path, what: &str, e: std::io::Error) -> Error {
+    let fix = match e.raw_os_error() {
+        Some(libc::ENOSPC) => Some(
+            "free space on that filesystem or record elsewhere with -o; \
+             the file holds the records written before the disk filled",
+        ),
+        Some(libc::EFBIG) => Some(
+            "raise the file size limit (ulimit -f) or record for less time; \
+             the file holds the records written before the limit",
+        ),
+        Some(libc::EPIPE) => Some("the reader of the pipe went away; keep it reading"),
+        Some(libc::EDQUOT) => Some("the disk quota is exhausted; free space or record elsewhere"),
+        _ => None,
+    };
+    let err = Error::from_errno(format!("{what} to {}", path.display()), e);
+    match fix {
+        Some(f) => err.with_fix(f),
+        None => err,
+    }
+}
+
+/// The attr's bytes up to its last non-zero one, at least `PERF_ATTR_SIZE_VER0` and a
+/// multiple of 8: older readers refuse attrs larger than the ones they know, and the
+/// trailing fields they do not know are zero anyway.
+fn attr_used_size(attr: &sys::perf_event_attr) -> usize {
+    let mut a = *attr;
+    a.size = 0;
+    let bytes = a.as_bytes();
+    let last = bytes.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+    last.next_multiple_of(8).max(ATTR_SIZE_VER0)
+}
+
+/// The attr cut (or zero-padded) to `size` bytes, its `size` field saying so.
+fn attr_bytes(attr: &sys::perf_event_attr, size: usize) -> Vec<u8> {
+    let mut a = *attr;
+    a.size = size as u32;
+    let mut v = a.as_bytes().to_vec();
+    v.resize(size, 0);
+    v
+}
+
+/// `struct perf_header_string`: a u32 length, then the NUL-terminated string padded to
+/// `NAME_ALIGN`.
+fn header_string(s: &str) -> Vec<u8> {
+    let len = (s.len() + 1).next_multiple_of(NAME_ALIGN);
+    let mut v = Vec::with_capacity(4 + len);
+    v.extend_from_slice(&(len as u32).to_ne_bytes());
+    v.extend_from_slice(s.as_bytes());
+    v.resize(4 + len, 0);
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_string_is_padded_and_terminated() {
+        let s = header_string("x86_64");
+        assert_eq!(s.len(), 4 + 64);
+        assert_eq!(u32::from_ne_bytes(s[..4].try_into().unwrap()), 64);
+        assert_eq!(&s[4..11], b"x86_64\0");
+        assert_eq!(header_string(&"a".repeat(64)).len(), 4 + 128);
+    }
+
+    #[test]
+    fn attr_size_drops_trailing_zero_fields_only() {
+        let mut a = crate::Counter::builder("cpu-clock")
+            .unwrap()
+            .attr()
+            .to_owned();
+        assert!(attr_used_size(&a) >= ATTR_SIZE_VER0);
+        assert!(attr_used_size(&a) < std::mem::size_of::<sys::perf_event_attr>());
+        a.__bindgen_anon_4.config2 = 1; // at offset 64..72 (PERF_ATTR_SIZE_VER1)
+        assert_eq!(attr_used_size(&a), 72);
+        let b = attr_bytes(&a, 72);
+        assert_eq!(b.len(), 72);
+        assert_eq!(u32::from_ne_bytes(b[4..8].try_into().unwrap()), 72);
+    }
+
+    #[test]
+    fn a_cut_record_is_not_counted() {
+        let rec = |size: u16| {
+            let mut r = vec![0u8; usize::from(size)];
+            r[6..8].copy_from_slice(&size.to_ne_bytes());
+            r
+        };
+        let bytes = [rec(16), rec(24), rec(8)].concat();
+        assert_eq!(whole_records(&bytes), 48);
+        assert_eq!(whole_records(&bytes[..47]), 40);
+        assert_eq!(whole_records(&bytes[..39]), 16);
+        assert_eq!(whole_records(&bytes[..3]), 0);
+    }
+
+    #[test]
+    fn header_is_104_bytes_with_data_size_where_perf_reads_it() {
+        assert_eq!(HEADER_SIZE, 104);
+        assert_eq!(DATA_SIZE_AT, 0x30);
+        assert_eq!(FLAGS_AT, 0x48);
+    }
+}

@@ -1,0 +1,140 @@
+//! Records for what existed before the counters did: a running process's threads
+//! and mappings, which the kernel only reports as they are created.
+
+use crate::error::Result;
+use crate::records::{encode, Comm, Layout, Mmap, Mmap2, Mmap2File, Record, RecordKind};
+use crate::symbols::ProcessMaps;
+use crate::sys;
+
+/// Appends to `out` a `PERF_RECORD_COMM` for each thread of process `pid` and a
+/// `PERF_RECORD_MMAP2` for each of its executable file mappings, as `perf record -p`
+/// synthesizes them, so readers can name the threads and symbolize addresses in code
+/// mapped before recording began. The records' `sample_id` trailers follow `layout`
+/// and carry `id` (the recording's first counter id) and the pid/tid.
+///
+/// # Errors
+/// As [`ProcessMaps::read`]: no such process, or its maps may not be read.
+pub fn synthesize_process(pid: u32, layout: &Layout, id: u64, out: &mut Vec<u8>) -> Result<()> {
+    let maps = ProcessMaps::read(pid as libc::pid_t)?;
+    let ids = |tid: u32| encode::Ids {
+        pid,
+        tid,
+        id,
+        identifier: id,
+        ..Default::default()
+    };
+    let user = sys::PERF_RECORD_MISC_USER as u16;
+    let mut tids: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_else(|_| vec![pid]);
+    tids.sort_unstable();
+    for tid in tids {
+        let name = std::fs::read(format!("/proc/{pid}/task/{tid}/comm")).unwrap_or_default();
+        let name = name.strip_suffix(b"\n").unwrap_or(&name);
+        let comm = Comm {
+            pid,
+            tid,
+            comm: name,
+        };
+        encode::record_kind(out, layout, user, &RecordKind::Comm(comm), &ids(tid));
+    }
+    for m in maps.mappings().iter().filter(|m| m.executable) {
+        let filename = m.path.as_os_str().as_encoded_bytes();
+        let mmap = Mmap2 {
+            pid,
+            tid: pid,
+            addr: m.start,
+            len: m.end - m.start,
+            pgoff: m.offset,
+            file: Mmap2File::Inode {
+                maj: 0,
+                min: 0,
+                ino: 0,
+                ino_generation: 0,
+            },
+            prot: (libc::PROT_READ | libc::PROT_EXEC) as u32,
+            flags: libc::MAP_PRIVATE as u32,
+            filename,
+        };
+        encode::record_kind(out, layout, user, &RecordKind::Mmap2(mmap), &ids(pid));
+    }
+    Ok(())
+}
+
+/// Appends `record` (any non-sample record, e.g. a `MMAP2` or `COMM` from a tracking
+/// counter opened with another `sample_type`) re-laid with `layout`'s `sample_id`
+/// trailer and the id `id`, so that one file can describe it with the events' attr:
+/// perf.data readers require every event of a file to place its id alike. Only the
+/// trailer changes (pid, tid, time and cpu are kept). Returns false, appending nothing,
+/// for samples and for record types the decoder does not know.
+///
+/// This re-encodes, so it is for the rare task records, not for samples.
+pub fn relayout(record: &Record<'_>, layout: &Layout, id: u64, out: &mut Vec<u8>) -> bool {
+    let kind = record.kind();
+    if matches!(kind, RecordKind::Sample(_) | RecordKind::Unknown { .. }) {
+        return false;
+    }
+    let sid = record.sample_id();
+    let ids = encode::Ids {
+        pid: sid.pid().unwrap_or(0),
+        tid: sid.tid().unwrap_or(0),
+        time: sid.time().unwrap_or(0),
+        id,
+        stream_id: id,
+        cpu: sid.cpu().unwrap_or(0),
+        res: 0,
+        identifier: id,
+    };
+    encode::record_kind(out, layout, record.misc().0, kind, &ids);
+    true
+}
+
+/// Appends the `PERF_RECORD_MMAP` that places the kernel's text (`[kernel.kallsyms]_text`,
+/// from `_text` to `_etext` in `/proc/kallsyms`), as `perf record` synthesizes it, so
+/// `perf report` resolves kernel samples from `/proc/kallsyms` and does not warn that
+/// kernel maps are missing. Returns false (appending nothing) when the addresses are
+/// hidden (`kptr_restrict`: they read as zero).
+pub fn synthesize_kernel(layout: &Layout, id: u64, out: &mut Vec<u8>) -> bool {
+    let Ok(text) = std::fs::read_to_string("/proc/kallsyms") else {
+        return false;
+    };
+    let addr_of = |name: &str| {
+        text.lines().find_map(|l| {
+            let mut f = l.split_whitespace();
+            let a = u64::from_str_radix(f.next()?, 16).ok()?;
+            let _ty = f.next()?;
+            (f.next()? == name && f.next().is_none() && a != 0).then_some(a)
+        })
+    };
+    let (Some(start), Some(end)) = (addr_of("_text"), addr_of("_etext")) else {
+        return false;
+    };
+    if end <= start {
+        return false;
+    }
+    let ids = encode::Ids {
+        pid: u32::MAX,
+        id,
+        identifier: id,
+        ..Default::default()
+    };
+    let mmap = Mmap {
+        pid: u32::MAX,
+        tid: 0,
+        addr: start,
+        len: end - start,
+        pgoff: start,
+        filename: b"[kernel.kallsyms]_text",
+    };
+    encode::record_kind(
+        out,
+        layout,
+        sys::PERF_RECORD_MISC_KERNEL as u16,
+        &RecordKind::Mmap(mmap),
+        &ids,
+    );
+    true
+}

@@ -1,0 +1,392 @@
+//! pprof written by `perfring::output::Pprof`, read back by the real `go tool pprof`,
+//! and checked against `perf report` on the same recording.
+
+mod util;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use perfring::output::{proto, Chunk, PerfData, Pprof, Sink};
+use util::capture::{self, perf, Spec};
+
+/// `go tool pprof ARGS`, with a private HOME and no symbolization of its own.
+fn pprof(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("go")
+        .args(["tool", "pprof"])
+        .args(args)
+        .env("HOME", dir)
+        .env("PPROF_TMPDIR", dir)
+        .env("PPROF_BINARY_PATH", dir.join("no-binaries"))
+        .env("GOFLAGS", "")
+        .current_dir(dir)
+        .output()
+        .expect("run go tool pprof (install golang-go)")
+}
+
+/// `go tool pprof -top`: flat (self) sample count per function.
+fn pprof_top(dir: &Path, file: &str) -> BTreeMap<String, u64> {
+    let out = pprof(
+        dir,
+        &[
+            "-top",
+            "-nodecount=1000",
+            "-nodefraction=0",
+            "-edgefraction=0",
+            file,
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "pprof failed: {}", util::stderr(&out));
+    assert!(
+        !text.contains("File: ld-"),
+        "mapping[0] is the program:\n{text}"
+    );
+    assert!(
+        text.contains("Type: samples"),
+        "the default sample type is samples:\n{text}"
+    );
+    let mut m = BTreeMap::new();
+    for l in text.lines() {
+        // "     100   100%   100%        100   100%  hot"
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() >= 6 && f[1].ends_with('%') {
+            if let Ok(n) = f[0].parse::<u64>() {
+                m.insert(f[5..].join(" "), n);
+            }
+        }
+    }
+    m
+}
+
+/// `perf report -n --sort sym`: self sample count per symbol.
+fn perf_report(dir: &Path, file: &str) -> BTreeMap<String, u64> {
+    let out = perf(
+        dir,
+        &[
+            "report",
+            "-i",
+            file,
+            "--stdio",
+            "-n",
+            "--no-children",
+            "--sort",
+            "sym",
+            "-q",
+            "-g",
+            "none",
+        ],
+    );
+    let err = util::stderr(&out);
+    assert!(out.status.success(), "perf report failed: {err}");
+    assert!(
+        !err.to_lowercase().contains("warning"),
+        "perf report warned: {err}"
+    );
+    let mut m = BTreeMap::new();
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        // "    40.00%          4000  [.] w1"
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() >= 4 && f[0].ends_with('%') {
+            if let Ok(n) = f[1].parse::<u64>() {
+                *m.entry(f[3..].join(" ")).or_insert(0) += n;
+            }
+        }
+    }
+    m
+}
+
+#[test]
+fn breakpoint_samples_read_back_exactly_by_go_pprof() {
+    let dir = capture::scratch("pp-exact");
+    let prog = capture::threads_program();
+    let file = dir.join("prof.pb.gz");
+    let spec = Spec {
+        events: &["mem:hot:x"],
+        period: 100,
+        callchain: false,
+    };
+    let (mut sink, cap) = capture::record(&prog, &["10000", "0"], &spec, |ev| {
+        Pprof::create(&file, ev).unwrap()
+    });
+    assert_eq!(cap.samples, vec![100]);
+    let summary = sink.summary();
+    assert_eq!(summary.samples, 100);
+    assert_eq!(summary.by_function, vec![("hot".to_string(), 100)]);
+    let top = pprof_top(&dir, "prof.pb.gz");
+    assert_eq!(top.get("hot"), Some(&100), "{top:?}");
+    assert_eq!(top.values().sum::<u64>(), 100, "{top:?}");
+    // The event's period is the second sample type: 100 breakpoint hits per sample.
+    let raw = pprof(&dir, &["-raw", "prof.pb.gz"]);
+    let raw = String::from_utf8_lossy(&raw.stdout);
+    assert!(raw.contains("samples/count[dflt] mem:hot:x/count"), "{raw}");
+    let values = raw.lines().find(|l| l.trim_end().ends_with(": 1"));
+    let values: Vec<&str> = values.unwrap_or_default().split_whitespace().collect();
+    assert_eq!(
+        values,
+        ["100", "10000:", "1"],
+        "one stack: 100 samples of 100 hits\n{raw}"
+    );
+    assert!(raw.contains("thread_name:[threads]"), "{raw}");
+}
+
+/// Writes the same records to two sinks: one recording read by two tools.
+struct Tee(PerfData, Pprof);
+impl Sink for Tee {
+    fn write_chunk(&mut self, c: &Chunk) -> perfring::Result<()> {
+        self.0.write_chunk(c)?;
+        self.1.write_chunk(c)
+    }
+    fn finish(&mut self) -> perfring::Result<()> {
+        Sink::finish(&mut self.0)?;
+        Sink::finish(&mut self.1)
+    }
+}
+
+#[test]
+fn cpu_clock_on_threads_perf_report_and_pprof_agree_on_the_top_symbols() {
+    let dir = capture::scratch("pp-agree");
+    let prog = capture::threads_program();
+    let spec = Spec {
+        events: &["cpu-clock:u"],
+        period: 100_000,
+        callchain: true,
+    };
+    let (pd, pp) = (dir.join("perf.data"), dir.join("prof.pb.gz"));
+    let (mut sink, cap) = capture::record(&prog, &["0", "4000000"], &spec, |ev| {
+        Tee(
+            PerfData::create(&pd, ev, &[]).unwrap(),
+            Pprof::create(&pp, ev).unwrap(),
+        )
+    });
+    assert_eq!(cap.stats.lost_records, 0);
+    let ours = sink.1.summary();
+    assert_eq!(
+        ours.samples, cap.samples[0],
+        "every sample aggregated: {ours:?}"
+    );
+    assert!(ours.samples > 200, "enough samples to rank: {ours:?}");
+    let top5: Vec<(String, u64)> = ours.by_function.iter().take(5).cloned().collect();
+    let names: Vec<&str> = top5.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        &names[..2],
+        &["w1", "w2"],
+        "the largest shares lead: {top5:?}"
+    );
+    let report = perf_report(&dir, "perf.data");
+    let top = pprof_top(&dir, "prof.pb.gz");
+    for (name, n) in &top5 {
+        assert_eq!(
+            report.get(name),
+            Some(n),
+            "perf report on {name}: {report:?}"
+        );
+        assert_eq!(top.get(name), Some(n), "go tool pprof on {name}: {top:?}");
+    }
+    assert_eq!(report.values().sum::<u64>(), ours.samples);
+    assert_eq!(top.values().sum::<u64>(), ours.samples);
+    // Stacks: w1 is called from run, in the program's own thread function.
+    let peek = pprof(&dir, &["-peek", "^w1$", "prof.pb.gz"]);
+    let peek = String::from_utf8_lossy(&peek.stdout);
+    assert!(peek.contains("run"), "w1's caller: {peek}");
+}
+
+#[test]
+fn a_write_error_names_the_output_and_the_fix() {
+    let attr = *perfring::Counter::builder("cpu-clock").unwrap().attr();
+    let ev = [perfring::output::EventInfo::new("cpu-clock", attr, vec![1])];
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let mut p = Pprof::new(full, "/dev/full", &ev).unwrap();
+    let e = p.finish().unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+    assert!(e.to_string().contains("/dev/full"), "{e}");
+    assert!(e.fix().unwrap().contains("free space"), "{e}");
+}
+
+/// The field numbers of `proto/profile.proto`, by message and field name.
+fn proto_fields() -> BTreeMap<(String, String), u32> {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/proto/profile.proto"))
+        .unwrap();
+    let mut m = BTreeMap::new();
+    let mut message = String::new();
+    for line in text.lines() {
+        let code = line.split("//").next().unwrap().trim();
+        if let Some(rest) = code.strip_prefix("message ") {
+            message = rest.trim_end_matches('{').trim().to_string();
+        } else if let Some((decl, num)) = code.strip_suffix(';').and_then(|c| c.split_once('=')) {
+            let name = decl.split_whitespace().last().unwrap().to_string();
+            if let (false, Ok(n)) = (message.is_empty(), num.trim().parse()) {
+                m.insert((message.clone(), name), n);
+            }
+        }
+    }
+    m
+}
+
+/// The field number of the one field set in `msg`'s encoding.
+fn tag_of(msg: &impl prost::Message) -> u32 {
+    let bytes = msg.encode_to_vec();
+    let mut key = 0u64;
+    for (i, b) in bytes.iter().enumerate() {
+        key |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            break;
+        }
+    }
+    (key >> 3) as u32
+}
+
+#[test]
+fn prost_messages_follow_the_field_numbers_of_profile_proto() {
+    let spec = proto_fields();
+    let mut checked = 0;
+    let mut check = |message: &str, field: &str, msg: &dyn Fn() -> u32| {
+        let want = spec
+            .get(&(message.to_string(), field.to_string()))
+            .unwrap_or_else(|| panic!("{message}.{field} is not in profile.proto"));
+        assert_eq!(msg(), *want, "{message}.{field}");
+        checked += 1;
+    };
+    macro_rules! field {
+        ($msg:ident, $field:ident, $value:expr) => {
+            check(stringify!($msg), stringify!($field), &|| {
+                tag_of(&proto::$msg {
+                    $field: $value,
+                    ..Default::default()
+                })
+            })
+        };
+    }
+    let vt = proto::ValueType { r#type: 1, unit: 1 };
+    field!(Profile, sample_type, vec![vt]);
+    field!(Profile, sample, vec![proto::Sample::default()]);
+    field!(Profile, mapping, vec![proto::Mapping::default()]);
+    field!(Profile, location, vec![proto::Location::default()]);
+    field!(Profile, function, vec![proto::Function::default()]);
+    field!(Profile, string_table, vec![String::new()]);
+    field!(Profile, drop_frames, 1);
+    field!(Profile, keep_frames, 1);
+    field!(Profile, time_nanos, 1);
+    field!(Profile, duration_nanos, 1);
+    field!(Profile, period_type, Some(vt));
+    field!(Profile, period, 1);
+    field!(Profile, comment, vec![1]);
+    field!(Profile, default_sample_type, 1);
+    check("ValueType", "type", &|| {
+        tag_of(&proto::ValueType { r#type: 1, unit: 0 })
+    });
+    field!(ValueType, unit, 1);
+    field!(Sample, location_id, vec![1]);
+    field!(Sample, value, vec![1]);
+    field!(Sample, label, vec![proto::Label::default()]);
+    field!(Label, key, 1);
+    field!(Label, str, 1);
+    field!(Label, num, 1);
+    field!(Label, num_unit, 1);
+    field!(Mapping, id, 1);
+    field!(Mapping, memory_start, 1);
+    field!(Mapping, memory_limit, 1);
+    field!(Mapping, file_offset, 1);
+    field!(Mapping, filename, 1);
+    field!(Mapping, build_id, 1);
+    field!(Mapping, has_functions, true);
+    field!(Mapping, has_filenames, true);
+    field!(Mapping, has_line_numbers, true);
+    field!(Mapping, has_inline_frames, true);
+    field!(Location, id, 1);
+    field!(Location, mapping_id, 1);
+    field!(Location, address, 1);
+    field!(Location, line, vec![proto::Line::default()]);
+    field!(Location, is_folded, true);
+    field!(Line, function_id, 1);
+    field!(Line, line, 1);
+    field!(Function, id, 1);
+    field!(Function, name, 1);
+    field!(Function, system_name, 1);
+    field!(Function, filename, 1);
+    field!(Function, start_line, 1);
+    // Every field of the messages perfring writes (the .proto's Breakdown and
+    // LabelSet extensions, 3 + 2 + 2 fields, are not written).
+    let written = spec
+        .keys()
+        .filter(|(m, f)| {
+            !matches!(m.as_str(), "Breakdown" | "LabelSet")
+                && !matches!(f.as_str(), "tick_unit" | "label_set" | "breakdown")
+        })
+        .count();
+    assert_eq!(checked, written);
+}
+
+/// Reads one HTTP request (head and `Content-Length` body), answers `status`, and
+/// returns the request.
+fn serve_one(
+    listener: std::net::TcpListener,
+    status: &'static str,
+) -> std::thread::JoinHandle<Vec<u8>> {
+    use std::io::{Read, Write};
+    std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut req = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = conn.read(&mut buf).unwrap();
+            req.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&req).into_owned();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let len: usize = text[..end]
+                    .lines()
+                    .find_map(|l| l.strip_prefix("Content-Length: "))
+                    .map_or(0, |v| v.trim().parse().unwrap());
+                if req.len() >= end + 4 + len {
+                    break;
+                }
+            }
+            assert!(n > 0, "connection closed mid-request");
+        }
+        write!(
+            conn,
+            "HTTP/1.1 {status}\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+        )
+        .unwrap();
+        req
+    })
+}
+
+#[test]
+fn push_sends_the_profile_to_a_pyroscope_ingest_endpoint() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = serve_one(listener, "200 OK");
+    let attr = *perfring::Counter::builder("cpu-clock").unwrap().attr();
+    let ev = [perfring::output::EventInfo::new("cpu-clock", attr, vec![1])];
+    let dir = capture::scratch("pp-push");
+    let file = dir.join("p.pb.gz");
+    Pprof::create(&file, &ev).unwrap().finish().unwrap();
+    let gz = std::fs::read(&file).unwrap();
+    let t0 = std::time::SystemTime::now();
+    perfring::output::push_pyroscope(&url, "demo.cpu{host=a}", &gz, t0, t0).unwrap();
+    let req = server.join().unwrap();
+    let text = String::from_utf8_lossy(&req);
+    let line = text.lines().next().unwrap();
+    assert!(
+        line.starts_with("POST /ingest?name=demo.cpu%7Bhost%3Da%7D&from="),
+        "{line}"
+    );
+    assert!(line.contains("&format=pprof"), "{line}");
+    assert!(text.contains("name=\"profile\""), "{text}");
+    // The profile's bytes travel unchanged.
+    assert!(
+        req.windows(gz.len()).any(|w| w == gz.as_slice()),
+        "the gzip body is sent as is"
+    );
+
+    // A server error is an error quoting the status.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = serve_one(listener, "400 Bad Request");
+    let e = perfring::output::push_pyroscope(&url, "demo", &gz, t0, t0).unwrap_err();
+    server.join().unwrap();
+    assert!(e.to_string().contains("400 Bad Request"), "{e}");
+}
