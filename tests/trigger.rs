@@ -303,3 +303,56 @@ fn per_process_scope_sums_the_threads() {
     assert!(run.windows.iter().all(|w| w.pid == up.pid));
     assert!([faulter, spinner].contains(&up.tid));
 }
+
+#[test]
+fn a_command_is_started_watched_and_reaped_through_the_library() {
+    // What `watch --when ... -- CMD` does, with library calls only: the sampler starts
+    // the command with the group attached before its exec, its child process inherits
+    // it, and the command's exit status comes back through the sampler.
+    let prog = util::compile_c("phases", PHASES_C, &["-pthread"]);
+    let times = util::temp_path("trigger-phases");
+    let script = format!(
+        "echo x | {} {SPIN} {PAGES} > {}; exit 7",
+        prog.display(),
+        times.display()
+    );
+    let command = perfring::launch::Command::new("sh").arg("-c").arg(script);
+    let trigger = Trigger::new(Expr::parse("page-faults > 1000/s").unwrap());
+    let mut armed = trigger
+        .open(Target::Command(command), OpenOptions::default())
+        .unwrap();
+    let shell = armed.sampler().pid().unwrap() as u32;
+    let mut crossings = Vec::new();
+    let mut take = |u: Update<'_>| {
+        if let Update::Crossing(c) = u {
+            crossings.push((c.edge, c.window.clone()));
+        }
+    };
+    while !armed
+        .poll(Some(Duration::from_millis(50)), &mut take)
+        .unwrap()
+        .hup
+    {}
+    armed.drain(&mut take).unwrap();
+    let ended = armed.sampler_mut().target_ended().unwrap();
+    assert!(
+        matches!(ended, Some(perfring::sampler::TargetEnd::Exited(s)) if s.code() == 7),
+        "{ended:?}"
+    );
+    let words: Vec<u64> = std::fs::read_to_string(&times)
+        .unwrap()
+        .split_whitespace()
+        .map(|w| w.parse().unwrap())
+        .collect();
+    let _ = std::fs::remove_file(&times);
+    let edges: Vec<Edge> = crossings.iter().map(|c| c.0).collect();
+    assert_eq!(edges, [Edge::Up, Edge::Down], "{crossings:?}");
+    let up = &crossings[0].1;
+    assert!(
+        (words[0]..=words[1]).contains(&up.end_ns),
+        "{up:?} {words:?}"
+    );
+    // The faulting thread is the shell's child, which inherited the group.
+    assert_ne!(up.pid, shell);
+    assert_eq!(armed.accounting().lost, 0);
+}
