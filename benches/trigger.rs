@@ -10,17 +10,19 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use perfring::counter::Group;
 use perfring::records::{encode, Layout, ReadValue, Record, RecordKind};
-use perfring::trigger::{Expr, OpenOptions, Trigger};
-use perfring::Target;
+use perfring::trigger::{Expr, Trigger};
 
 fn bench(c: &mut Criterion) {
     let trigger = Trigger::new(Expr::parse("page-faults > 1000/s").unwrap());
-    let armed = trigger
-        .open(Target::CallingThread, OpenOptions::default())
-        .unwrap();
-    armed.enable().unwrap();
-    let group = &armed.groups()[0];
+    // The trigger's group on this thread, for the read(2) it would otherwise make.
+    let mut builders = trigger.builders().unwrap().into_iter();
+    let mut group = Group::new(builders.next().unwrap()).unwrap();
+    for member in builders {
+        group.add(member).unwrap();
+    }
+    group.enable().unwrap();
     let layout = Layout::new(group.leader().attr()).unwrap();
 
     // 1024 samples of one thread, 10 ms of task-clock and 20 faults apart, as the

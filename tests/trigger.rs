@@ -9,8 +9,9 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use perfring::sampler::Target;
 use perfring::trigger::{Edge, Expr, OpenOptions, Scope, Span, Trigger, Update, Window};
-use perfring::{ErrorKind, Target};
+use perfring::ErrorKind;
 
 #[inline(never)]
 #[no_mangle]
@@ -55,18 +56,19 @@ fn ratio_run(threshold: f64, phases: &'static [(u64, u64)]) -> (Vec<Seen>, u64) 
             .fold(0, |acc, &(windows, k)| acc ^ calls(windows, k))
     });
     let mut armed = trigger
-        .open(Target::Thread(tid as i32), OpenOptions::default())
+        .open(Target::Tid(tid as i32), OpenOptions::default())
         .unwrap();
-    armed.enable().unwrap();
     go.send(()).unwrap();
     h.join().unwrap();
     let mut got = Vec::new();
-    armed.drain(|u| {
-        if let Update::Crossing(c) = u {
-            assert_eq!(c.window.tid, tid);
-            got.push((c.edge, c.window.seq, c.window.deltas.clone(), c.value));
-        }
-    });
+    armed
+        .drain(|u| {
+            if let Update::Crossing(c) = u {
+                assert_eq!(c.window.tid, tid);
+                got.push((c.edge, c.window.seq, c.window.deltas.clone(), c.value));
+            }
+        })
+        .unwrap();
     assert_eq!(armed.accounting().lost, 0);
     assert_eq!((armed.undecoded(), armed.rejected()), (0, 0));
     (got, armed.evaluator().windows())
@@ -126,16 +128,16 @@ fn phase_run(trigger: &Trigger, threads: bool) -> PhaseRun {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    // Opened after the program's start-up, so its windows are its phases only.
-    let options = OpenOptions {
-        inherit: threads,
-        ..OpenOptions::default()
+    // Opened after the program's start-up, so its windows are its phases only; its
+    // threads (created later) inherit the group.
+    let pid = child.id() as i32;
+    let target = if threads {
+        Target::Pid(pid)
+    } else {
+        Target::Tid(pid)
     };
-    let mut armed = trigger
-        .open(Target::Thread(child.id() as i32), options)
-        .unwrap();
+    let mut armed = trigger.open(target, OpenOptions::default()).unwrap();
     armed.report_windows(true);
-    armed.enable().unwrap();
     child.stdin.take().unwrap().write_all(b"x").unwrap();
     let (mut crossings, mut windows) = (Vec::new(), Vec::new());
     let mut take = |u: Update<'_>| match u {
@@ -150,7 +152,7 @@ fn phase_run(trigger: &Trigger, threads: bool) -> PhaseRun {
             break;
         }
     }
-    armed.drain(&mut take);
+    armed.drain(&mut take).unwrap();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
@@ -231,7 +233,7 @@ fn page_fault_rate_crosses_up_in_the_fault_phase_and_back_down_after() {
 #[test]
 fn a_missing_hardware_event_fails_with_the_doctors_message() {
     let trigger = Trigger::new(Expr::parse("cache-misses/instructions > 0.01").unwrap());
-    let opened = trigger.open(Target::CallingThread, OpenOptions::default());
+    let opened = trigger.open(Target::Tid(util::gettid() as i32), OpenOptions::default());
     let has_pmu = perfring::Counter::builder("instructions")
         .unwrap()
         .open()
@@ -300,4 +302,57 @@ fn per_process_scope_sums_the_threads() {
     assert!(both > 3, "{:?}", run.windows);
     assert!(run.windows.iter().all(|w| w.pid == up.pid));
     assert!([faulter, spinner].contains(&up.tid));
+}
+
+#[test]
+fn a_command_is_started_watched_and_reaped_through_the_library() {
+    // What `watch --when ... -- CMD` does, with library calls only: the sampler starts
+    // the command with the group attached before its exec, its child process inherits
+    // it, and the command's exit status comes back through the sampler.
+    let prog = util::compile_c("phases", PHASES_C, &["-pthread"]);
+    let times = util::temp_path("trigger-phases");
+    let script = format!(
+        "echo x | {} {SPIN} {PAGES} > {}; exit 7",
+        prog.display(),
+        times.display()
+    );
+    let command = perfring::launch::Command::new("sh").arg("-c").arg(script);
+    let trigger = Trigger::new(Expr::parse("page-faults > 1000/s").unwrap());
+    let mut armed = trigger
+        .open(Target::Command(command), OpenOptions::default())
+        .unwrap();
+    let shell = armed.sampler().pid().unwrap() as u32;
+    let mut crossings = Vec::new();
+    let mut take = |u: Update<'_>| {
+        if let Update::Crossing(c) = u {
+            crossings.push((c.edge, c.window.clone()));
+        }
+    };
+    while !armed
+        .poll(Some(Duration::from_millis(50)), &mut take)
+        .unwrap()
+        .hup
+    {}
+    armed.drain(&mut take).unwrap();
+    let ended = armed.sampler_mut().target_ended().unwrap();
+    assert!(
+        matches!(ended, Some(perfring::sampler::TargetEnd::Exited(s)) if s.code() == 7),
+        "{ended:?}"
+    );
+    let words: Vec<u64> = std::fs::read_to_string(&times)
+        .unwrap()
+        .split_whitespace()
+        .map(|w| w.parse().unwrap())
+        .collect();
+    let _ = std::fs::remove_file(&times);
+    let edges: Vec<Edge> = crossings.iter().map(|c| c.0).collect();
+    assert_eq!(edges, [Edge::Up, Edge::Down], "{crossings:?}");
+    let up = &crossings[0].1;
+    assert!(
+        (words[0]..=words[1]).contains(&up.end_ns),
+        "{up:?} {words:?}"
+    );
+    // The faulting thread is the shell's child, which inherited the group.
+    assert_ne!(up.pid, shell);
+    assert_eq!(armed.accounting().lost, 0);
 }

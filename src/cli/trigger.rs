@@ -5,11 +5,10 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use perfring::launch::{self, Child, ExitStatus, Interrupts};
-use perfring::sampler::ExecQueue;
+use perfring::launch::{self, Interrupts};
+use perfring::sampler::{ExecQueue, Sampler, Target, TargetEnd};
 use perfring::symbols::{is_symbolic, resolve_event, TargetImage};
 use perfring::trigger::{Crossing, Expr, Measure, OpenOptions, Scope, Trigger, Update};
-use perfring::Target;
 
 use super::args::{WatchArgs, WhenArgs};
 use super::json::Json;
@@ -39,53 +38,14 @@ enum End {
     OutputClosed,
 }
 
-/// What is being watched: a command we started (and its status once reaped), or a
-/// process or thread given by id.
-enum Watchee {
-    Command(Child, Option<ExitStatus>),
-    Id(i32),
-}
-
-impl Watchee {
-    fn ended(&mut self) -> Result<bool, Failure> {
-        Ok(match self {
-            Watchee::Command(child, status) => {
-                if status.is_none() {
-                    *status = child.try_wait().map_err(Failure::Runtime)?;
-                }
-                status.is_some()
-            }
-            Watchee::Id(id) => !launch::is_alive(*id),
-        })
-    }
-
-    /// Leaves the target as `end` requires; returns a command's exit code.
-    fn finish(&mut self, end: End) -> Option<i32> {
-        let Watchee::Command(child, status) = self else {
-            return None;
-        };
-        if let Some(s) = status {
-            return Some(s.code());
-        }
-        if end == End::StoppedAt {
-            return None; // stopped on purpose: left so
-        }
-        // Ended early by us: terminated, as perf does.
-        let _ = child.signal(libc::SIGTERM);
-        let deadline = Instant::now() + TERM_GRACE;
-        loop {
-            match child.try_wait() {
-                Ok(Some(s)) => return Some(s.code()),
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(5))
-                }
-                Ok(None) => {
-                    let _ = child.signal(libc::SIGKILL);
-                    return child.wait().ok().map(ExitStatus::code);
-                }
-                Err(_) => return None,
-            }
-        }
+/// Leaves the target as `end` requires; returns a command's exit code.
+fn exit_code(sampler: &mut Sampler, end: End) -> Option<i32> {
+    match (sampler.target_ended(), end) {
+        (Ok(Some(TargetEnd::Exited(s))), _) => Some(s.code()),
+        // Stopped on purpose: left so (it is reparented to init when we exit).
+        (_, End::StoppedAt) => None,
+        // Exited already (reaped), or ended early by us: terminated, as perf does.
+        _ => sampler.terminate(TERM_GRACE).map(|s| s.code()),
     }
 }
 
@@ -258,61 +218,28 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
         .into_iter()
         .flatten()
         .any(|op| is_symbolic(&expr.text()[op.span.clone()]));
-    let stopped = match &program {
-        Some(_) => Some(
+    // A command: its threads and children inherit the group from its exec on. -p:
+    // every thread it has, each inheriting to the threads it creates. -t: one.
+    let target = match (&program, args.pid, args.tid) {
+        (Some(_), _, _) => Target::Command(
             launch::Command::new(&args.command[0])
                 .args(&args.command[1..])
-                .no_aslr(no_aslr)
-                .spawn_stopped()
-                .map_err(Failure::Runtime)?,
+                .no_aslr(no_aslr),
         ),
-        None => None,
-    };
-    // A command: its threads and children inherit the group from its exec on. -p:
-    // every thread it has now, each inheriting to the threads it creates. -t: one.
-    let (targets, options) = match (&stopped, args.pid, args.tid) {
-        (Some(s), _, _) => (
-            vec![Target::Thread(s.pid())],
-            OpenOptions {
-                inherit: true,
-                enable_on_exec: true,
-                ..OpenOptions::default()
-            },
-        ),
-        (None, Some(pid), _) => (
-            launch::threads(pid)
-                .map_err(Failure::Runtime)?
-                .into_iter()
-                .map(Target::Thread)
-                .collect(),
-            OpenOptions {
-                inherit: true,
-                ..OpenOptions::default()
-            },
-        ),
-        (None, None, Some(tid)) => (vec![Target::Thread(tid)], OpenOptions::default()),
+        (None, Some(pid), _) => Target::Pid(pid),
+        (None, None, Some(tid)) => Target::Tid(tid),
         (None, None, None) => unreachable!("parse_watch requires a target"),
     };
     let options = OpenOptions {
         ring: perfring::ring::RingSize::Pages(args.pages.unwrap_or(64)),
-        ..options
     };
-    // Opening fails before the command runs (an event this machine lacks: the
-    // doctor's message); dropping `stopped` then kills and reaps it.
-    let mut armed = trigger
-        .open_all(&targets, options)
-        .map_err(Failure::Runtime)?;
-
+    let spawned = program.is_some();
     let interrupts = Interrupts::block().map_err(Failure::Runtime)?;
-    if stopped.is_none() {
-        armed.enable().map_err(Failure::Runtime)?;
-    }
     let start_ns = perfring::counter::clock_ns(libc::CLOCK_MONOTONIC);
     let started = Instant::now();
-    let mut watchee = match stopped {
-        Some(s) => Watchee::Command(s.start().map_err(Failure::Runtime)?, None),
-        None => Watchee::Id(args.pid.or(args.tid).expect("a target")),
-    };
+    // Opening fails before the command runs (an event this machine lacks: the
+    // doctor's message); the sampler then kills and reaps it.
+    let mut armed = trigger.open(target, options).map_err(Failure::Runtime)?;
     let mut rep = Reporter {
         args,
         expr: &expr,
@@ -330,49 +257,47 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
                 rep.crossing(c)
             }
         });
-        if let Err(e) = polled {
-            break Err(Failure::Runtime(e));
-        }
+        let polled = match polled {
+            Ok(p) => p,
+            Err(e) => break Err(Failure::Runtime(e)),
+        };
         let _ = rep.out.flush();
         if let Some(end) = rep.end {
             break Ok(end);
         }
         if let Some(sig) = interrupts.take() {
-            match &watchee {
-                // A terminal's Ctrl-C reaches the command too; pass ours on.
-                Watchee::Command(child, _) => {
-                    let _ = child.signal(sig);
-                }
-                Watchee::Id(_) => break Ok(End::Interrupted),
+            if !spawned {
+                break Ok(End::Interrupted);
             }
+            // A terminal's Ctrl-C reaches the command too; pass ours on.
+            let _ = armed.sampler().signal_target(sig);
         }
-        match watchee.ended() {
-            Ok(true) => break Ok(End::TargetExited),
-            Ok(false) => {}
-            Err(e) => break Err(e),
+        if polled.hup {
+            break Ok(End::TargetExited);
         }
     };
     // What is left in the rings once the target has gone.
-    armed.drain(|u| {
+    let drained = armed.drain(|u| {
         if let Update::Crossing(c) = u {
             rep.crossing(c)
         }
     });
-    let end = match result {
+    let sampler = armed.sampler_mut();
+    let end = match result.and_then(|end| drained.map(|_| end).map_err(Failure::Runtime)) {
         Ok(end) => rep.end.unwrap_or(end),
         Err(e) => {
-            watchee.finish(End::Interrupted);
+            sampler.terminate(TERM_GRACE);
             return Err(e);
         }
     };
-    let exit_code = watchee.finish(end);
+    let exit_code = exit_code(sampler, end);
     let a = armed.accounting();
     let mut s = Summary {
         crossings: rep.seq,
         windows: armed.evaluator().windows(),
         lost: a.lost + a.lost_samples,
         throttled: a.throttled,
-        undecoded: armed.undecoded(),
+        undecoded: a.undecoded,
         rejected: armed.rejected(),
         active: armed.evaluator().active(),
         duration_s: started.elapsed().as_secs_f64(),

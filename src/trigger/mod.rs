@@ -10,7 +10,11 @@
 //! - [`Evaluator`] (pure) turns successive samples into per-window deltas, values and
 //!   [`Crossing`]s: up when the condition starts to hold, down when it has ended, with
 //!   a hysteresis band and a minimum duration, per thread or per process.
-//! - [`Armed`] is an opened trigger: its group, its ring and a poll driver.
+//! - [`Trigger::open`] starts a [`Sampler`] with that group
+//!   ([`SamplerBuilder::group`]) on a command, a process or a thread; the [`Armed`]
+//!   trigger it returns feeds each of the leader's samples to the evaluator, and gives
+//!   the sampler's target handling (exit status, terminate, signal) through
+//!   [`Armed::sampler_mut`].
 //!
 //! # The time base
 //! - A **rate** (`X > N/s`, `X/task-clock > N/ms`) is counted per the leader's clock:
@@ -31,7 +35,8 @@
 //! `PERF_SAMPLE_READ` when `PERF_SAMPLE_TID` is sampled too (older kernels refuse it
 //! with `EINVAL`), and each sample then carries the counts **of the thread that
 //! overflowed**; so every thread has its own windows, and [`Scope::Process`] sums them.
-//! The inherited records reach the ring through an anchor ([`Ring::map_inherited`]):
+//! The inherited records reach the ring through an anchor
+//! ([`SamplerBuilder::exact_periods`], [`Ring::map_inherited`]):
 //! one group per task, so a thread's windows are one period each however it migrates
 //! (per-CPU groups would give each thread one event per CPU, with windows that overlap
 //! in time and values that jump when it migrates). The kernel writes a ring assuming
@@ -43,20 +48,23 @@
 //! # Examples
 //! ```no_run
 //! use std::time::Duration;
+//! use perfring::launch::Command;
+//! use perfring::sampler::Target;
 //! use perfring::trigger::{Expr, OpenOptions, Trigger, Update};
-//! use perfring::Target;
 //!
 //! let trigger = Trigger::new(Expr::parse("page-faults > 1000/s")?)
 //!     .min_duration(Duration::from_millis(20));
-//! let mut armed = trigger.open(Target::CallingThread, OpenOptions::default())?;
-//! armed.enable()?;
-//! let pages: Vec<Vec<u8>> = (0..1000).map(|_| vec![1u8; 4096]).collect(); // faults
-//! armed.poll(Some(Duration::ZERO), |u| {
+//! let target = Target::Command(Command::new("make").arg("-j2"));
+//! let mut armed = trigger.open(target, OpenOptions::default())?;
+//! let mut show = |u: Update<'_>| {
 //!     if let Update::Crossing(c) = u {
 //!         println!("{} at {:.0}/s (tid {})", c.edge.as_str(), c.value, c.window.tid);
 //!     }
-//! })?;
-//! # drop(pages);
+//! };
+//! while !armed.poll(Some(Duration::from_millis(50)), &mut show)?.hup {}
+//! armed.drain(&mut show)?; // what the last moments left in the rings
+//! let status = armed.sampler_mut().terminate(Duration::from_secs(2)); // reaped already
+//! println!("{} windows, exit {:?}", armed.evaluator().windows(), status.map(|s| s.code()));
 //! # Ok::<(), perfring::Error>(())
 //! ```
 
@@ -68,12 +76,15 @@ use std::time::Duration;
 pub use eval::{Crossing, Edge, Evaluator, Plan, Rule, Scope, Window};
 pub use expr::{Cmp, Expr, Measure, Operand, TimeUnit};
 
-use crate::counter::{Builder, Counter, Group, SampleType, Target};
+use crate::counter::{Builder, Counter, ReadFormat, SampleType};
 use crate::event::{Event, Software};
-use crate::notify::{Accounting, Notification, NotifyKind, Poller, Token};
-use crate::records::{Layout, Record, RecordKind};
-use crate::ring::{Ring, RingSize};
+use crate::records::RecordKind;
+use crate::ring::RingSize;
+use crate::sampler::{Delivery, Sampler, Stats, Target};
 use crate::{Error, ErrorKind, Result};
+
+#[cfg(doc)]
+use crate::{counter::Group, ring::Ring, sampler::SamplerBuilder};
 
 /// How long a window is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,23 +123,16 @@ pub struct GroupSpec {
     pub plan: Plan,
 }
 
-/// How [`Trigger::open`] opens the group.
+/// How [`Trigger::open`] sizes the sampler it starts.
 #[derive(Debug, Clone, Copy)]
 pub struct OpenOptions {
-    /// Count the target's future threads and children too, each with its own windows
-    /// (Linux 6.12+, see the [module docs](self#per-thread)).
-    pub inherit: bool,
-    /// Start counting at the target's next `exec` (for a command started stopped).
-    pub enable_on_exec: bool,
-    /// The ring's size.
+    /// The size of each group member's ring (only the leader's receives samples).
     pub ring: RingSize,
 }
 
 impl Default for OpenOptions {
     fn default() -> Self {
         OpenOptions {
-            inherit: false,
-            enable_on_exec: false,
             ring: RingSize::Pages(64),
         }
     }
@@ -281,21 +285,28 @@ impl Trigger {
 
     /// The builders of the group, leader first: the leader overflows every window and
     /// samples `READ | TID | TIME`, a wake-up per sample, and reports `FORK`/`EXIT`
-    /// (`task`); members do not sample.
-    /// All are on `CLOCK_MONOTONIC` (samples are stamped with it). [`Group::new`] adds `PERF_FORMAT_GROUP | ID` and
-    /// the times to the read format.
+    /// (`task`); members do not sample. All read `GROUP | ID` and the times (so each
+    /// sample carries every member's count and id) and are on `CLOCK_MONOTONIC`
+    /// (samples are stamped with it). Open them with [`SamplerBuilder::group`] (what
+    /// [`open`](Self::open) does) or [`Group::new`].
     ///
     /// # Errors
     /// As [`plan`](Self::plan).
     pub fn builders(&self) -> Result<Vec<Builder>> {
         let spec = self.plan()?;
+        let format = ReadFormat::GROUP
+            | ReadFormat::ID
+            | ReadFormat::TOTAL_TIME_ENABLED
+            | ReadFormat::TOTAL_TIME_RUNNING;
         Ok(spec
             .events
             .iter()
             .enumerate()
             .map(|(i, ev)| {
                 // The kernel refuses a group whose members are on different clocks.
-                let b = Counter::builder_for(ev.clone()).clockid(libc::CLOCK_MONOTONIC);
+                let b = Counter::builder_for(ev.clone())
+                    .clockid(libc::CLOCK_MONOTONIC)
+                    .read_format(format);
                 if i == 0 {
                     let mut b = b
                         .period(spec.period)
@@ -319,98 +330,71 @@ impl Trigger {
         Ok(Evaluator::new(self.plan()?.plan, self.rule(), self.scope))
     }
 
-    /// Opens the group on `target` (disabled, unless `enable_on_exec`), maps its ring
-    /// and registers it with a poll driver.
+    /// Starts a [`Sampler`] on `target` with this trigger's group
+    /// ([`SamplerBuilder::group`] of [`builders`](Self::builders)) and evaluates every
+    /// sample of its leader.
+    ///
+    /// A command ([`Target::Command`]) is started with the group attached before its
+    /// `exec`; a process ([`Target::Pid`]) gets the group on every thread it has, and
+    /// its threads and children created later inherit it (Linux 6.12+, see the
+    /// [module docs](self#per-thread)); a thread ([`Target::Tid`]) gets one group
+    /// without inheritance. Inherited groups keep one window per thread however it
+    /// migrates ([`SamplerBuilder::exact_periods`]). The sampler's target handling
+    /// ([`Sampler::target_ended`], [`Sampler::terminate`], [`Sampler::signal_target`])
+    /// is reached through [`Armed::sampler_mut`].
     ///
     /// # Errors
-    /// Whatever opening a member says, with cause and fix (e.g.
-    /// [`ErrorKind::NoPmu`] for `cache-misses` without a hardware PMU;
-    /// [`ErrorKind::Unsupported`] for `inherit` on a kernel older than 6.12, found by
-    /// opening the leader again without it);
-    /// ring and poll errors as [`Ring::map_inherited`] and [`Poller::register`].
+    /// [`ErrorKind::InvalidArgument`] for [`Target::Cpus`] (a CPU-wide group mixes
+    /// every task's counts, and windows are per thread); whatever
+    /// [`SamplerBuilder::start`] says, with cause and fix (e.g. [`ErrorKind::NoPmu`]
+    /// for `cache-misses` without a hardware PMU; [`ErrorKind::Unsupported`] for
+    /// inheritance on a kernel older than 6.12, found by opening the leader again
+    /// without it).
     pub fn open(&self, target: Target, options: OpenOptions) -> Result<Armed> {
-        self.open_all(&[target], options)
-    }
-
-    /// [`open`](Self::open) on several targets (e.g. every thread of a running
-    /// process, each with `inherit` for the threads it will create), one group and
-    /// ring each, judged by one evaluator: per thread, or per process with
-    /// [`Scope::Process`].
-    ///
-    /// # Errors
-    /// As [`open`](Self::open); [`ErrorKind::InvalidArgument`] for no target.
-    pub fn open_all(&self, targets: &[Target], options: OpenOptions) -> Result<Armed> {
         let spec = self.plan()?;
-        if targets.is_empty() {
+        if matches!(target, Target::Cpus(_)) {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 format!("trigger `{}`", self.expr),
-                "no target to open the group on",
-            ));
+                "a trigger judges threads, and a CPU-wide group mixes every task's counts",
+            )
+            .with_fix("watch a command, a process (-p) or a thread (-t)"));
         }
-        let mut poller = Poller::new()?;
-        let mut groups = Vec::new();
-        let mut layout = None;
-        let mut ids = Vec::new();
-        for (i, &target) in targets.iter().enumerate() {
-            let mut builders = self.builders()?.into_iter();
-            let leader = builders
-                .next()
-                .expect("a group has a leader")
-                .target(target)
-                .inherit(options.inherit)
-                .enable_on_exec(options.enable_on_exec);
-            let mut group = Group::new(leader).map_err(|e| self.diagnose(e, target, options))?;
-            for member in builders {
-                group.add(member.inherit(options.inherit))?;
-            }
-            if layout.is_none() {
-                layout = Some(Layout::new(group.leader().attr()).map_err(|e| {
-                    Error::new(ErrorKind::Decode, "trigger sample layout", e.to_string())
-                })?);
-            }
-            // Always through an anchor: the ring is needed for inherited counters
-            // anyway, and the poll driver then owns the anchor while the group stays.
-            let (anchor, ring) = Ring::map_inherited(group.leader(), options.ring)?;
-            poller.register(Token(i as u64), anchor, ring)?;
-            ids.push(
-                group
-                    .counters()
-                    .iter()
-                    .map(Counter::id)
-                    .collect::<Result<Vec<u64>>>()?,
-            );
-            groups.push(group);
-        }
+        let inherit = matches!(target, Target::Command(_) | Target::Pid(_));
+        let sampler = Sampler::builder(target)
+            .group(self.builders()?)
+            .ring_size(options.ring)
+            // One anchor ring per root: a thread's windows are one period each however
+            // it migrates (per-CPU groups would give it a group per CPU).
+            .exact_periods(true)
+            .start()
+            .map_err(|e| self.diagnose(e, inherit))?;
+        let ids = (0..spec.events.len())
+            .map(|i| sampler.events()[i].ids().to_vec())
+            .collect();
         Ok(Armed {
             names: spec.events.iter().map(|e| e.name().to_string()).collect(),
-            groups,
-            poller,
+            sampler,
             input: Input {
-                layout: layout.expect("at least one target"),
                 ids,
-                undecoded: 0,
                 rejected: 0,
                 report_windows: false,
             },
             eval: Evaluator::new(spec.plan, self.rule(), self.scope),
-            notifications: Vec::new(),
         })
     }
-}
 
-impl Trigger {
-    /// An `EINVAL` opening an inherited leader: if the same leader opens without
-    /// `inherit`, the kernel is one that refuses `inherit` with `PERF_SAMPLE_READ`
-    /// (before Linux 6.12), and the error says so.
-    fn diagnose(&self, e: Error, target: Target, options: OpenOptions) -> Error {
-        if e.kind() != ErrorKind::InvalidArgument || !options.inherit {
+    /// An `EINVAL` starting an inherited group: if the leader opens without `inherit`,
+    /// the kernel is one that refuses `inherit` with `PERF_SAMPLE_READ` (before Linux
+    /// 6.12), and the error says so.
+    fn diagnose(&self, e: Error, inherit: bool) -> Error {
+        if e.kind() != ErrorKind::InvalidArgument || !inherit {
             return e;
         }
         let Ok(builders) = self.builders() else {
             return e;
         };
-        let plain = builders[0].clone().target(target).inherit(false).open();
+        let plain = builders[0].clone().inherit(false).open();
         if plain.is_err() {
             return e;
         }
@@ -441,49 +425,42 @@ pub enum Update<'a> {
 /// What one [`Armed::poll`] found.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Polled {
-    /// Records read from the ring.
+    /// Records read from the rings.
     pub records: u64,
-    /// Every watched task has exited (`POLLHUP` on every ring): nothing more will come.
+    /// The target has ended ([`Sampler::target_ended`]): drain once more, and nothing
+    /// more will come.
     pub hup: bool,
 }
 
-/// An opened trigger: its groups (one per target), their rings and poll driver, and
-/// the evaluator.
+/// An opened trigger: the [`Sampler`] carrying its group, and the evaluator.
 #[derive(Debug)]
 pub struct Armed {
     names: Vec<String>,
-    groups: Vec<Group>,
-    poller: Poller,
+    sampler: Sampler,
     input: Input,
     eval: Evaluator,
-    notifications: Vec<Notification>,
 }
 
-/// How ring records become evaluator input.
+/// How deliveries become evaluator input.
 #[derive(Debug)]
 struct Input {
-    layout: Layout,
-    /// Each group's kernel ids, leader first: what a sample's group read must carry.
+    /// Per group member, leader first, the kernel ids of its counters (one per root):
+    /// what a sample's group read must carry.
     ids: Vec<Vec<u64>>,
-    undecoded: u64,
     rejected: u64,
     report_windows: bool,
 }
 
 impl Armed {
-    /// Enables the groups (not needed with `enable_on_exec`).
-    pub fn enable(&self) -> Result<()> {
-        self.groups.iter().try_for_each(Group::enable)
+    /// The sampler: its target ([`Sampler::target_ended`], [`Sampler::terminate`],
+    /// [`Sampler::signal_target`], [`Sampler::pid`]), events and per-thread accounting.
+    pub fn sampler(&self) -> &Sampler {
+        &self.sampler
     }
 
-    /// Disables the groups.
-    pub fn disable(&self) -> Result<()> {
-        self.groups.iter().try_for_each(Group::disable)
-    }
-
-    /// The groups, one per target.
-    pub fn groups(&self) -> &[Group] {
-        &self.groups
+    /// The sampler, to act on its target.
+    pub fn sampler_mut(&mut self) -> &mut Sampler {
+        &mut self.sampler
     }
 
     /// The events' names in group order (the order of [`Window::deltas`]).
@@ -503,27 +480,15 @@ impl Armed {
         self.eval.keep_last_window(yes);
     }
 
-    /// Samples lost, throttles and wake-ups so far, over every target.
-    pub fn accounting(&self) -> Accounting {
-        let mut sum = Accounting::default();
-        for t in 0..self.groups.len() {
-            if let Some(a) = self.poller.accounting(Token(t as u64)) {
-                sum.notifications += a.notifications;
-                sum.hups += a.hups;
-                sum.samples += a.samples;
-                sum.records += a.records;
-                sum.lost += a.lost;
-                sum.lost_samples += a.lost_samples;
-                sum.throttled += a.throttled;
-                sum.unthrottled += a.unthrottled;
-            }
-        }
-        sum
+    /// Records, samples lost, throttles and undecoded records so far, over every
+    /// ring ([`Sampler::stats`]).
+    pub fn accounting(&self) -> Stats {
+        self.sampler.stats()
     }
 
     /// Records the decoder rejected (never expected: a kernel/decoder disagreement).
     pub fn undecoded(&self) -> u64 {
-        self.input.undecoded
+        self.sampler.stats().undecoded
     }
 
     /// Samples set aside because their group read did not carry this trigger's group
@@ -535,65 +500,62 @@ impl Armed {
         self.input.rejected
     }
 
-    /// Waits up to `timeout` (`None`: forever) for samples, drains the ring and
-    /// evaluates every sample in it, calling `f` for each crossing (and each window,
+    /// Waits up to `timeout` (`None`: forever) for samples, drains the rings and
+    /// evaluates every sample in them, calling `f` for each crossing (and each window,
     /// with [`report_windows`](Self::report_windows)).
     ///
     /// # Errors
-    /// An `epoll_wait` error.
+    /// As [`Sampler::poll`] and [`Sampler::target_ended`].
     pub fn poll(&mut self, timeout: Option<Duration>, f: impl FnMut(Update<'_>)) -> Result<Polled> {
         let Armed {
-            poller,
+            sampler,
             input,
             eval,
-            notifications,
             ..
         } = self;
         let mut f = f;
-        let records = poller.poll_and_drain(notifications, timeout, |_, raw| {
-            input.feed(raw.bytes(), eval, &mut f)
-        })?;
+        let records = sampler.poll(timeout, |d| input.feed(&d, eval, &mut f))?;
         Ok(Polled {
             records,
-            hup: notifications
-                .iter()
-                .filter(|n| n.kind == NotifyKind::Hup)
-                .count()
-                >= self.groups.len(),
+            hup: sampler.target_ended()?.is_some(),
         })
     }
 
-    /// Drains the ring without waiting (e.g. after the target exited).
-    pub fn drain(&mut self, f: impl FnMut(Update<'_>)) -> u64 {
+    /// Drains the rings without waiting (e.g. after the target ended).
+    ///
+    /// # Errors
+    /// As [`Sampler::drain`].
+    pub fn drain(&mut self, f: impl FnMut(Update<'_>)) -> Result<u64> {
         let Armed {
-            poller,
+            sampler,
             input,
             eval,
             ..
         } = self;
         let mut f = f;
-        poller.drain_all(|_, raw| input.feed(raw.bytes(), eval, &mut f))
+        sampler.drain(|d| input.feed(&d, eval, &mut f))
     }
 }
 
 impl Input {
-    /// Decodes one record and, if it is a sample of one of the groups, evaluates it.
-    fn feed(&mut self, bytes: &[u8], eval: &mut Evaluator, f: &mut impl FnMut(Update<'_>)) {
-        let Ok(record) = Record::parse(bytes, &self.layout) else {
-            self.undecoded += 1;
+    /// Evaluates one delivery if it is a sample of the group's leader; forgets a
+    /// thread at its `EXIT` (reported in the leader's own ring, after its samples).
+    fn feed(&mut self, d: &Delivery<'_>, eval: &mut Evaluator, f: &mut impl FnMut(Update<'_>)) {
+        if d.event != Some(0) {
             return;
-        };
-        let s = match record.kind() {
+        }
+        let s = match d.record.kind() {
             RecordKind::Sample(s) => s,
             RecordKind::Exit(t) => return eval.forget(t.tid),
             _ => return,
         };
-        // Inherited copies report their parent's ids, so every sample of a group
-        // carries exactly that group's ids, in order.
+        // Inherited copies report their root's ids, so every sample of the group
+        // carries, for each member, one of that member's ids, in order.
         let ours = s.read().is_some_and(|r| {
-            self.ids.iter().any(|ids| {
-                r.len() == ids.len() && r.iter().zip(ids).all(|(v, id)| v.id == Some(*id))
-            })
+            r.len() == self.ids.len()
+                && r.iter()
+                    .zip(&self.ids)
+                    .all(|(v, ids)| v.id.is_some_and(|id| ids.contains(&id)))
         });
         if !ours || s.tid().is_none() {
             self.rejected += 1;
