@@ -92,14 +92,12 @@ mod drain;
 mod exec;
 mod notify;
 mod stats;
-mod symbolizer;
 mod target;
 
 pub use drain::Delivery;
 pub use exec::ExecQueue;
 pub use notify::Notify;
 pub use stats::{Stats, ThreadInfo};
-pub use symbolizer::Symbolizer;
 pub use target::{Target, TargetEnd};
 
 use std::collections::{HashMap, HashSet};
