@@ -269,3 +269,38 @@ fn a_group_of_two_breakpoints_each_member_identified() {
     assert_eq!(sampler.read(0).unwrap().value, CALLS);
     assert_eq!(sampler.read(1).unwrap().value, CALLS);
 }
+
+/// `-p` on a process that has exited fails at once with "no such process", whether it is
+/// a zombie not yet reaped or gone, in inherited and per-thread mode alike.
+#[test]
+fn a_process_that_has_exited_is_refused_at_once() {
+    let start = |pid: i32, per_thread: bool| {
+        let event = Counter::builder("task-clock").unwrap();
+        Sampler::builder(Target::Pid(pid))
+            .event(event)
+            .per_thread(per_thread)
+            .start()
+    };
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id() as i32;
+    // Exited but not reaped: its /proc entries (and task list) are still there.
+    while launch::process_state(pid) != Some('Z') {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    for per_thread in [false, true] {
+        let err = start(pid, per_thread).unwrap_err();
+        assert_eq!(err.kind(), perfring::ErrorKind::NotFound, "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("no such process") && text.contains("zombie"),
+            "{text}"
+        );
+    }
+    child.wait().unwrap();
+    // Reaped: no process has the id any more.
+    for per_thread in [false, true] {
+        let err = start(pid, per_thread).unwrap_err();
+        assert_eq!(err.kind(), perfring::ErrorKind::NotFound, "{err}");
+        assert!(err.to_string().contains("no such process"), "{err}");
+    }
+}

@@ -489,16 +489,40 @@ impl Sampler {
     /// `-p`: every thread the process has, read again after each round of attaching
     /// until no new one appears (see the module docs).
     fn attach_process(&mut self, pid: libc::pid_t) -> Result<()> {
+        // A process that has exited (a zombie's /proc entries remain until it is reaped)
+        // has nothing to sample: say so now rather than attach to nothing.
+        match launch::process_state(pid) {
+            None => return Err(exited(pid, "no process has this id")),
+            Some('Z' | 'X') => {
+                return Err(exited(
+                    pid,
+                    "it has exited (a zombie its parent has not reaped yet)",
+                ))
+            }
+            Some(_) => {}
+        }
         let mut forked: HashSet<u32> = HashSet::new();
+        // Threads that exited before their counters could be opened (a zombie leader
+        // stays listed in /proc/PID/task while other threads run).
+        let mut gone: HashSet<u32> = HashSet::new();
         for round in 0..MAX_ROUNDS {
-            let tids: Vec<libc::pid_t> = launch::threads(pid)?
+            let tids: Vec<libc::pid_t> = launch::threads(pid)
+                .map_err(|_| exited(pid, "it exited while perfring attached to it"))?
                 .into_iter()
-                .filter(|t| !self.attached.contains(&(*t as u32)))
+                .filter(|t| !self.attached.contains(&(*t as u32)) && !gone.contains(&(*t as u32)))
                 .collect();
             if tids.is_empty() {
+                // Every thread exited before one could be attached: nothing will come.
+                if self.attached.is_empty() || !launch::is_alive(pid) {
+                    return Err(exited(pid, "it exited while perfring attached to it"));
+                }
                 return Ok(());
             }
             for tid in tids {
+                if !thread_alive(pid, tid) {
+                    gone.insert(tid as u32);
+                    continue;
+                }
                 // A thread that appeared while earlier ones were being attached may have
                 // inherited their counters: its FORK says so, once it has been scheduled.
                 let inherited = round > 0 && {
@@ -541,9 +565,7 @@ impl Sampler {
     ) -> Result<bool> {
         match open(self) {
             Ok(()) => Ok(true),
-            Err(_) if !std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists() => {
-                Ok(false)
-            }
+            Err(_) if !thread_alive(pid, tid) => Ok(false),
             Err(e) => Err(e),
         }
     }
@@ -574,6 +596,29 @@ impl Sampler {
             }
         }
     }
+}
+
+/// The error of `-p` on a process that has exited (`why`).
+fn exited(pid: libc::pid_t, why: &str) -> Error {
+    Error::new(
+        ErrorKind::NotFound,
+        format!("attach to process {pid}"),
+        format!("no such process ({why})"),
+    )
+    .with_fix(
+        "check the pid is of a running process (ps -p PID), or start the program under perfring",
+    )
+}
+
+/// Whether thread `tid` of `pid` is listed and neither a zombie nor dead.
+fn thread_alive(pid: libc::pid_t, tid: libc::pid_t) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).is_ok_and(|stat| {
+        // The state follows the name, which is in parentheses and may contain ") ".
+        let state = stat
+            .rfind(')')
+            .and_then(|at| stat[at + 1..].split_whitespace().next());
+        !matches!(state, Some("Z" | "X") | None)
+    })
 }
 
 /// Waits until thread `tid` has been scheduled at least once (`/proc/.../schedstat`'s
