@@ -304,3 +304,45 @@ fn a_process_that_has_exited_is_refused_at_once() {
         assert!(err.to_string().contains("no such process"), "{err}");
     }
 }
+
+/// With inherited counters an overflow in an inheriting thread signals twice when its
+/// record also wakes the ring (`wakeup_events(1)`): once for the overflow (the child
+/// event's, sent to the parent's owner) and once for the ring wake-up (on the parent,
+/// which owns the output of its children); the kernel may coalesce the second. Without
+/// ring wake-ups (`wakeup_events(0)`, ring far from its watermark) it is at most one.
+#[test]
+fn inherited_signals_one_per_overflow_plus_one_per_ring_wakeup() {
+    use perfring::notify::signal::Handler;
+    use perfring::sampler::Notify;
+    let prog = util::threads_program();
+    for wake in [true, false] {
+        let tid_file = util::temp_path("tids");
+        let cmd = launch::Command::new(&prog)
+            .args(["4", "1000"])
+            .arg(&tid_file);
+        let signal = perfring::ThreadSignal::install(None, false).unwrap();
+        let event = breakpoint(&TargetImage::Spawned(prog.clone()));
+        let event = if wake { event } else { event.wakeup_events(0) };
+        let mut sampler = Sampler::builder(Target::Command(cmd))
+            .event(event)
+            .exact_periods(true)
+            .notify(Notify::Signal {
+                signal,
+                tid: None,
+                handler: Handler::Callback(on_signal, 0),
+            })
+            .start()
+            .unwrap();
+        let mut seen = Seen::default();
+        let end = run(&mut sampler, &mut seen);
+        assert!(matches!(end, TargetEnd::Exited(s) if s.success()), "{end:?}");
+        let samples: u64 = seen.per_tid.values().sum();
+        assert_eq!(samples, 4 * CALLS / PERIOD);
+        let signals = sampler.notifications();
+        if wake {
+            assert!(signals > samples && signals <= 2 * samples, "{signals}");
+        } else {
+            assert!(signals > 0 && signals <= samples, "{signals}");
+        }
+    }
+}
