@@ -43,7 +43,9 @@
 //!   CPU, so inherited counters are opened once per CPU (`pid`, `cpu`), and every
 //!   root's counters on one CPU write to that CPU's ring (`SET_OUTPUT`), as `perf
 //!   record` does — the tracking counter always, the events by default. Rings grow
-//!   with CPUs, not threads. A thread's period then restarts on each CPU it runs on. With
+//!   with CPUs, not threads. Each such ring is owned (mapped and polled) by a `dummy`
+//!   on this process's main thread, not by a root, so it keeps waking the poll
+//!   after any root exits. A thread's period then restarts on each CPU it runs on. With
 //!   [`SamplerBuilder::exact_periods`] each event is one counter per root writing,
 //!   with every inheriting thread, into an anchor ring ([`Ring::map_inherited`]): one
 //!   period per thread however it migrates (exact `N/P`), but overflows that coincide
@@ -601,8 +603,9 @@ impl Sampler {
         self.wakeups
     }
 
-    /// Number of counters opened (every event on every root, thread or CPU, and the
-    /// tracking counters), closed ones included.
+    /// Number of counters opened (every event on every root, thread or CPU, the
+    /// tracking counters, and the anchors owning the per-CPU rings of inherited
+    /// counters), closed ones included.
     pub fn counters(&self) -> usize {
         self.slots.len() + self.inherited.len()
     }
