@@ -430,6 +430,8 @@ fn shared_cpu_rings_still_wake_the_poll_after_their_first_root_exits() {
     sampler
         .poll(Some(Duration::ZERO), |d| seen.take(d))
         .unwrap();
+    // A zombie main thread does not end the process while another thread runs.
+    assert_eq!(sampler.target_ended().unwrap(), None);
     let before = sampler.wakeups();
     // The worker overflows; its records go to the rings the main thread opened.
     stdin.write_all(b"2").unwrap();
@@ -447,4 +449,5 @@ fn shared_cpu_rings_still_wake_the_poll_after_their_first_root_exits() {
     assert_eq!(seen.per_tid.values().sum::<u64>(), CALLS / PERIOD);
     stdin.write_all(b"3").unwrap();
     assert!(child.wait().unwrap().success());
+    assert_eq!(sampler.target_ended().unwrap(), Some(TargetEnd::Gone));
 }

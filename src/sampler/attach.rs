@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::drain::{Slot, TaskQueue};
 use super::stats::{Stats, Threads};
-use super::target::Watchee;
+use super::target::{process_alive, thread_alive, Watchee};
 use super::{EventInfo, Mode, Sampler, SamplerBuilder, Target};
 use crate::counter::{Builder, Counter, SampleType};
 use crate::event::{Event, Software};
@@ -528,15 +528,14 @@ impl Sampler {
     fn attach_process(&mut self, pid: libc::pid_t) -> Result<()> {
         // A process that has exited (a zombie's /proc entries remain until it is reaped)
         // has nothing to sample: say so now rather than attach to nothing.
-        match launch::process_state(pid) {
-            None => return Err(exited(pid, "no process has this id")),
-            Some('Z' | 'X') => {
-                return Err(exited(
-                    pid,
-                    "it has exited (a zombie its parent has not reaped yet)",
-                ))
-            }
-            Some(_) => {}
+        if launch::process_state(pid).is_none() {
+            return Err(exited(pid, "no process has this id"));
+        }
+        if !process_alive(pid) {
+            return Err(exited(
+                pid,
+                "it has exited (a zombie its parent has not reaped yet)",
+            ));
         }
         let mut forked: HashSet<u32> = HashSet::new();
         // Threads that exited before their counters could be opened (a zombie leader
@@ -550,7 +549,7 @@ impl Sampler {
                 .collect();
             if tids.is_empty() {
                 // Every thread exited before one could be attached: nothing will come.
-                if self.attached.is_empty() || !launch::is_alive(pid) {
+                if self.attached.is_empty() || !process_alive(pid) {
                     return Err(exited(pid, "it exited while perfring attached to it"));
                 }
                 return Ok(());
@@ -645,17 +644,6 @@ fn exited(pid: libc::pid_t, why: &str) -> Error {
     .with_fix(
         "check the pid is of a running process (ps -p PID), or start the program under perfring",
     )
-}
-
-/// Whether thread `tid` of `pid` is listed and neither a zombie nor dead.
-fn thread_alive(pid: libc::pid_t, tid: libc::pid_t) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).is_ok_and(|stat| {
-        // The state follows the name, which is in parentheses and may contain ") ".
-        let state = stat
-            .rfind(')')
-            .and_then(|at| stat[at + 1..].split_whitespace().next());
-        !matches!(state, Some("Z" | "X") | None)
-    })
 }
 
 /// Waits until thread `tid` has been scheduled at least once (`/proc/.../schedstat`'s

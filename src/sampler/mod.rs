@@ -661,7 +661,8 @@ impl Sampler {
     }
 
     /// Whether the target has ended: the command exited (reaped, with its status), or
-    /// the process or thread given by id is gone. Always `None` for CPUs. Drain once
+    /// the process or thread given by id is gone (a process: no thread of it left
+    /// running; a main thread that called `pthread_exit` alone does not end it). Always `None` for CPUs. Drain once
     /// more after it returns `Some` to collect the last records.
     ///
     /// # Errors
