@@ -573,6 +573,46 @@ impl Sampler {
         Ok(total)
     }
 
+    /// Samples of `event` that the kernel's own count says were taken but that neither
+    /// reached a ring nor were reported lost (`LOST`/`LOST_SAMPLES`): 0 when every
+    /// overflow is accounted for.
+    ///
+    /// With [`SamplerBuilder::exact_periods`] the threads of a root share one ring, and
+    /// when two of them overflow at once on two CPUs the kernel (whose ring code assumes
+    /// one writer per CPU) can overwrite one record with another and report nothing.
+    /// Call this after the last [`drain`](Self::drain) to find out: it compares
+    /// [`read`](Self::read)`(event) / period` with the samples delivered, allowing one
+    /// partial period per counter copy (per thread, and per CPU for per-CPU rings).
+    /// Frequency-mode events (`-F`) have no fixed period and give 0.
+    ///
+    /// # Errors
+    /// As [`read`](Self::read).
+    pub fn unreported_loss(&self, event: usize) -> Result<u64> {
+        let count = self.read(event)?;
+        let attr = self.events[event].attr();
+        // sample_period and sample_freq share one u64; zerocopy reads it without unsafe.
+        let period: u64 = zerocopy::transmute!(attr.__bindgen_anon_1);
+        if attr.freq() != 0 || period == 0 {
+            return Ok(0);
+        }
+        let delivered: u64 = self
+            .slots
+            .iter()
+            .filter(|s| s.event == Some(event))
+            .map(|s| s.samples)
+            .sum();
+        let copies = self.threads.iter().count().max(1) as u64;
+        let copies = if self.mode == Mode::Inherit && !self.exact_periods {
+            copies * self.cpus.len().max(1) as u64
+        } else {
+            copies
+        };
+        // Each copy's last partial period is no sample: up to one per copy.
+        let expected = (count.value / period).saturating_sub(copies - 1);
+        let reported = self.totals.lost + self.totals.lost_samples;
+        Ok(expected.saturating_sub(delivered + reported))
+    }
+
     /// Each event: name, `perf_event_attr`, layout, kernel ids.
     pub fn events(&self) -> &[EventInfo] {
         &self.events
