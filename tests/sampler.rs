@@ -269,3 +269,185 @@ fn a_group_of_two_breakpoints_each_member_identified() {
     assert_eq!(sampler.read(0).unwrap().value, CALLS);
     assert_eq!(sampler.read(1).unwrap().value, CALLS);
 }
+
+/// `-p` on a process that has exited fails at once with "no such process", whether it is
+/// a zombie not yet reaped or gone, in inherited and per-thread mode alike.
+#[test]
+fn a_process_that_has_exited_is_refused_at_once() {
+    let start = |pid: i32, per_thread: bool| {
+        let event = Counter::builder("task-clock").unwrap();
+        Sampler::builder(Target::Pid(pid))
+            .event(event)
+            .per_thread(per_thread)
+            .start()
+    };
+    let mut child = Command::new("true").spawn().unwrap();
+    let pid = child.id() as i32;
+    // Exited but not reaped: its /proc entries (and task list) are still there.
+    while launch::process_state(pid) != Some('Z') {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    for per_thread in [false, true] {
+        let err = start(pid, per_thread).unwrap_err();
+        assert_eq!(err.kind(), perfring::ErrorKind::NotFound, "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("no such process") && text.contains("zombie"),
+            "{text}"
+        );
+    }
+    child.wait().unwrap();
+    // Reaped: no process has the id any more.
+    for per_thread in [false, true] {
+        let err = start(pid, per_thread).unwrap_err();
+        assert_eq!(err.kind(), perfring::ErrorKind::NotFound, "{err}");
+        assert!(err.to_string().contains("no such process"), "{err}");
+    }
+}
+
+/// With inherited counters an overflow in an inheriting thread signals twice when its
+/// record also wakes the ring (`wakeup_events(1)`): once for the overflow (the child
+/// event's, sent to the parent's owner) and once for the ring wake-up (on the parent,
+/// which owns the output of its children); the kernel may coalesce the second. Without
+/// ring wake-ups (`wakeup_events(0)`, ring far from its watermark) it is at most one.
+#[test]
+fn inherited_signals_one_per_overflow_plus_one_per_ring_wakeup() {
+    use perfring::notify::signal::Handler;
+    use perfring::sampler::Notify;
+    let prog = util::threads_program();
+    for wake in [true, false] {
+        let tid_file = util::temp_path("tids");
+        let cmd = launch::Command::new(&prog)
+            .args(["4", "1000"])
+            .arg(&tid_file);
+        let signal = perfring::ThreadSignal::install(None, false).unwrap();
+        let event = breakpoint(&TargetImage::Spawned(prog.clone()));
+        let event = if wake { event } else { event.wakeup_events(0) };
+        let mut sampler = Sampler::builder(Target::Command(cmd))
+            .event(event)
+            .exact_periods(true)
+            .notify(Notify::Signal {
+                signal,
+                tid: None,
+                handler: Handler::Count,
+            })
+            .start()
+            .unwrap();
+        let mut seen = Seen::default();
+        let end = run(&mut sampler, &mut seen);
+        assert!(
+            matches!(end, TargetEnd::Exited(s) if s.success()),
+            "{end:?}"
+        );
+        let samples: u64 = seen.per_tid.values().sum();
+        assert_eq!(samples, 4 * CALLS / PERIOD);
+        let signals = sampler.notifications();
+        if wake {
+            assert!(signals > samples && signals <= 2 * samples, "{signals}");
+        } else {
+            assert!(signals > 0 && signals <= samples, "{signals}");
+        }
+    }
+}
+
+/// The main thread exits (`pthread_exit`) once the sampler attached; the worker, the
+/// other root, waits for that, then calls `hit` on a second gate and stays alive.
+const OWNER_EXITS_C: &str = r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+__attribute__((noinline)) void hit(void) { __asm__ volatile(""); }
+static int calls;
+static char main_state(void) {
+    char buf[512];
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    return p && p[1] ? p[2] : 0;
+}
+static void *worker(void *arg) {
+    char c;
+    while (main_state() != 'Z') usleep(1000);
+    if (read(0, &c, 1) != 1) return 0;
+    for (int i = 0; i < calls; i++) hit();
+    printf("done\n");
+    fflush(stdout);
+    if (read(0, &c, 1) != 1) return 0;
+    exit(0);
+}
+int main(int argc, char **argv) {
+    calls = atoi(argv[1]);
+    pthread_t t;
+    if (pthread_create(&t, 0, worker, 0)) return 4;
+    printf("ready\n");
+    fflush(stdout);
+    char c;
+    if (read(0, &c, 1) != 1) return 3;
+    pthread_exit(0);
+}
+"#;
+
+/// Every root's per-CPU counters share one ring per CPU. When the first root (the main
+/// thread, lowest tid) exits, the rings must still wake the poll driver for the other
+/// roots' records: a caller polling without a timeout would otherwise wait forever.
+#[test]
+fn shared_cpu_rings_still_wake_the_poll_after_their_first_root_exits() {
+    let prog = util::compile_c(
+        "owner_exits",
+        OWNER_EXITS_C,
+        &["-fno-pie", "-no-pie", "-pthread"],
+    );
+    let mut child = Command::new(&prog)
+        .arg(CALLS.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "ready\n");
+    let mut sampler = Sampler::builder(Target::Pid(pid))
+        .event(breakpoint(&TargetImage::Spawned(prog.clone())))
+        .start()
+        .unwrap();
+    assert_eq!(sampler.threads().count(), 2);
+    let mut seen = Seen::default();
+    // The main thread (the first root, whose counters opened the per-CPU rings) exits;
+    // a poll that reports its counters' hang-up (pending once it is a zombie) takes
+    // their rings off epoll, if they own them.
+    stdin.write_all(b"1").unwrap();
+    while launch::process_state(pid) != Some('Z') {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    sampler
+        .poll(Some(Duration::ZERO), |d| seen.take(d))
+        .unwrap();
+    // A zombie main thread does not end the process while another thread runs.
+    assert_eq!(sampler.target_ended().unwrap(), None);
+    let before = sampler.wakeups();
+    // The worker overflows; its records go to the rings the main thread opened.
+    stdin.write_all(b"2").unwrap();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "done\n");
+    // The timeout only bounds a failure: the records must wake the poll driver.
+    sampler
+        .poll(Some(Duration::from_secs(30)), |d| seen.take(d))
+        .unwrap();
+    assert!(
+        sampler.wakeups() > before,
+        "no wake-up after the first root exited"
+    );
+    assert_eq!(seen.per_tid.values().sum::<u64>(), CALLS / PERIOD);
+    stdin.write_all(b"3").unwrap();
+    assert!(child.wait().unwrap().success());
+    assert_eq!(sampler.target_ended().unwrap(), Some(TargetEnd::Gone));
+}

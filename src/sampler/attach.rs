@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::drain::{Slot, TaskQueue};
 use super::stats::{Stats, Threads};
-use super::target::Watchee;
+use super::target::{process_alive, thread_alive, Watchee};
 use super::{EventInfo, Mode, Sampler, SamplerBuilder, Target};
 use crate::counter::{Builder, Counter, SampleType};
 use crate::event::{Event, Software};
@@ -357,17 +357,49 @@ impl Sampler {
             let counter = b.clone().target(t).open()?;
             self.note_id(None, &counter)?;
             if let crate::Target::ThreadOnCpu(_, c) = t {
-                if self.share_cpu_ring(None, c, &counter)? {
+                if !self.cpu_rings.contains_key(&(None, c)) {
+                    self.open_cpu_ring(None, c, &counter)?;
+                }
+                if self.share_cpu_ring(None, c, &counter, arm)? {
                     self.inherited.push((None, counter));
                     continue;
                 }
             }
             let ring = Ring::map(&counter, self.tracking_size)?;
             self.register(None, owner, counter, ring, Start::Later, arm)?;
-            if let crate::Target::ThreadOnCpu(_, c) = t {
-                self.cpu_rings.insert((None, c), self.slots.len() - 1);
-            }
         }
+        Ok(())
+    }
+
+    /// The ring CPU `cpu` has for `event` (`None`: tracking), which every root's
+    /// inherited counters on that CPU share: owned by a `dummy` anchor opened on this
+    /// process's main thread on that CPU (it never overflows and writes nothing), not
+    /// by the first root's counter. A ring is polled through its owner's fd, and an
+    /// owner that is a root would hang up when that root exits, while the other roots
+    /// still write to the ring; the anchor lives as long as the sampler's process.
+    fn open_cpu_ring(&mut self, event: Option<usize>, cpu: i32, like: &Counter) -> Result<()> {
+        let attr = like.attr();
+        let mut b = Builder::new(Event::software(Software::Dummy))
+            .target(crate::Target::ThreadOnCpu(std::process::id() as i32, cpu))
+            .sample(SampleType::from_bits(attr.sample_type))
+            .sample_id_all(attr.sample_id_all() != 0)
+            .exclude_kernel(true);
+        // SET_OUTPUT refuses events on different clocks.
+        b.attr_mut().set_use_clockid(attr.use_clockid());
+        b.attr_mut().clockid = attr.clockid;
+        // The kernel checks REGS_USER/REGS_INTR/STACK_USER's companions.
+        b.attr_mut().sample_regs_user = attr.sample_regs_user;
+        b.attr_mut().sample_regs_intr = attr.sample_regs_intr;
+        b.attr_mut().sample_stack_user = attr.sample_stack_user;
+        b.attr_mut().branch_sample_type = attr.branch_sample_type;
+        let anchor = b.open()?;
+        let size = match event {
+            Some(_) => self.size,
+            None => self.tracking_size,
+        };
+        let ring = Ring::map(&anchor, size)?;
+        self.register(event, None, anchor, ring, Start::Anchor, false)?;
+        self.cpu_rings.insert((event, cpu), self.slots.len() - 1);
         Ok(())
     }
 
@@ -375,11 +407,13 @@ impl Sampler {
     /// at the ring that CPU already has for it, if any (`true`): every root's counters
     /// on one CPU share it, as `perf record` does, so there is still one writer per CPU
     /// and rings grow with CPUs, not with roots. Keep the counter in `inherited`.
+    /// `arm`: route its notifications to the ring's token.
     fn share_cpu_ring(
         &mut self,
         event: Option<usize>,
         cpu: i32,
         counter: &Counter,
+        arm: bool,
     ) -> Result<bool> {
         let Some(&slot) = self.cpu_rings.get(&(event, cpu)) else {
             return Ok(false);
@@ -392,7 +426,9 @@ impl Sampler {
             return Ok(false);
         };
         counter.set_output(owner.as_fd())?;
-        self.armed.arm(&self.notify, counter, Token(slot as u64))?;
+        if arm {
+            self.armed.arm(&self.notify, counter, Token(slot as u64))?;
+        }
         Ok(true)
     }
 
@@ -413,20 +449,21 @@ impl Sampler {
                     let b = self.join_group(i, b, &opened[k]);
                     let counter = b.open()?;
                     self.note_id(Some(i), &counter)?;
-                    let on_exec = b.attr().enable_on_exec() != 0;
-                    if self.share_cpu_ring(Some(i), c, &counter)? {
-                        if !on_exec {
-                            counter.enable()?;
-                        }
-                        self.inherited.push((Some(i), counter));
-                        opened[k][i] = Some(self.last_counter(true));
-                        continue;
+                    if !self.cpu_rings.contains_key(&(Some(i), c)) {
+                        self.open_cpu_ring(Some(i), c, &counter)?;
                     }
-                    let ring = Ring::map(&counter, self.size)?;
-                    let start = if on_exec { Start::Later } else { Start::Now };
-                    self.register(Some(i), None, counter, ring, start, true)?;
-                    self.cpu_rings.insert((Some(i), c), self.slots.len() - 1);
-                    opened[k][i] = Some(self.last_counter(false));
+                    if !self.share_cpu_ring(Some(i), c, &counter, true)? {
+                        return Err(Error::new(
+                            ErrorKind::Io,
+                            format!("Sampler: {} on CPU {c}", self.events[i].name),
+                            "the CPU's ring was closed",
+                        ));
+                    }
+                    if b.attr().enable_on_exec() == 0 {
+                        counter.enable()?;
+                    }
+                    self.inherited.push((Some(i), counter));
+                    opened[k][i] = Some(self.last_counter(true));
                 }
                 continue;
             }
@@ -489,16 +526,39 @@ impl Sampler {
     /// `-p`: every thread the process has, read again after each round of attaching
     /// until no new one appears (see the module docs).
     fn attach_process(&mut self, pid: libc::pid_t) -> Result<()> {
+        // A process that has exited (a zombie's /proc entries remain until it is reaped)
+        // has nothing to sample: say so now rather than attach to nothing.
+        if launch::process_state(pid).is_none() {
+            return Err(exited(pid, "no process has this id"));
+        }
+        if !process_alive(pid) {
+            return Err(exited(
+                pid,
+                "it has exited (a zombie its parent has not reaped yet)",
+            ));
+        }
         let mut forked: HashSet<u32> = HashSet::new();
+        // Threads that exited before their counters could be opened (a zombie leader
+        // stays listed in /proc/PID/task while other threads run).
+        let mut gone: HashSet<u32> = HashSet::new();
         for round in 0..MAX_ROUNDS {
-            let tids: Vec<libc::pid_t> = launch::threads(pid)?
+            let tids: Vec<libc::pid_t> = launch::threads(pid)
+                .map_err(|_| exited(pid, "it exited while perfring attached to it"))?
                 .into_iter()
-                .filter(|t| !self.attached.contains(&(*t as u32)))
+                .filter(|t| !self.attached.contains(&(*t as u32)) && !gone.contains(&(*t as u32)))
                 .collect();
             if tids.is_empty() {
+                // Every thread exited before one could be attached: nothing will come.
+                if self.attached.is_empty() || !process_alive(pid) {
+                    return Err(exited(pid, "it exited while perfring attached to it"));
+                }
                 return Ok(());
             }
             for tid in tids {
+                if !thread_alive(pid, tid) {
+                    gone.insert(tid as u32);
+                    continue;
+                }
                 // A thread that appeared while earlier ones were being attached may have
                 // inherited their counters: its FORK says so, once it has been scheduled.
                 let inherited = round > 0 && {
@@ -541,9 +601,7 @@ impl Sampler {
     ) -> Result<bool> {
         match open(self) {
             Ok(()) => Ok(true),
-            Err(_) if !std::path::Path::new(&format!("/proc/{pid}/task/{tid}")).exists() => {
-                Ok(false)
-            }
+            Err(_) if !thread_alive(pid, tid) => Ok(false),
             Err(e) => Err(e),
         }
     }
@@ -574,6 +632,18 @@ impl Sampler {
             }
         }
     }
+}
+
+/// The error of `-p` on a process that has exited (`why`).
+fn exited(pid: libc::pid_t, why: &str) -> Error {
+    Error::new(
+        ErrorKind::NotFound,
+        format!("attach to process {pid}"),
+        format!("no such process ({why})"),
+    )
+    .with_fix(
+        "check the pid is of a running process (ps -p PID), or start the program under perfring",
+    )
 }
 
 /// Waits until thread `tid` has been scheduled at least once (`/proc/.../schedstat`'s

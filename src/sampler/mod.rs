@@ -43,7 +43,9 @@
 //!   CPU, so inherited counters are opened once per CPU (`pid`, `cpu`), and every
 //!   root's counters on one CPU write to that CPU's ring (`SET_OUTPUT`), as `perf
 //!   record` does — the tracking counter always, the events by default. Rings grow
-//!   with CPUs, not threads. A thread's period then restarts on each CPU it runs on. With
+//!   with CPUs, not threads. Each such ring is owned (mapped and polled) by a `dummy`
+//!   on this process's main thread, not by a root, so it keeps waking the poll
+//!   after any root exits. A thread's period then restarts on each CPU it runs on. With
 //!   [`SamplerBuilder::exact_periods`] each event is one counter per root writing,
 //!   with every inheriting thread, into an anchor ring ([`Ring::map_inherited`]): one
 //!   period per thread however it migrates (exact `N/P`), but overflows that coincide
@@ -92,14 +94,12 @@ mod drain;
 mod exec;
 mod notify;
 mod stats;
-mod symbolizer;
 mod target;
 
 pub use drain::Delivery;
 pub use exec::ExecQueue;
 pub use notify::Notify;
 pub use stats::{Stats, ThreadInfo};
-pub use symbolizer::Symbolizer;
 pub use target::{Target, TargetEnd};
 
 use std::collections::{HashMap, HashSet};
@@ -573,6 +573,46 @@ impl Sampler {
         Ok(total)
     }
 
+    /// Samples of `event` that the kernel's own count says were taken but that neither
+    /// reached a ring nor were reported lost (`LOST`/`LOST_SAMPLES`): 0 when every
+    /// overflow is accounted for.
+    ///
+    /// With [`SamplerBuilder::exact_periods`] the threads of a root share one ring, and
+    /// when two of them overflow at once on two CPUs the kernel (whose ring code assumes
+    /// one writer per CPU) can overwrite one record with another and report nothing.
+    /// Call this after the last [`drain`](Self::drain) to find out: it compares
+    /// [`read`](Self::read)`(event) / period` with the samples delivered, allowing one
+    /// partial period per counter copy (per thread, and per CPU for per-CPU rings).
+    /// Frequency-mode events (`-F`) have no fixed period and give 0.
+    ///
+    /// # Errors
+    /// As [`read`](Self::read).
+    pub fn unreported_loss(&self, event: usize) -> Result<u64> {
+        let count = self.read(event)?;
+        let attr = self.events[event].attr();
+        // sample_period and sample_freq share one u64; zerocopy reads it without unsafe.
+        let period: u64 = zerocopy::transmute!(attr.__bindgen_anon_1);
+        if attr.freq() != 0 || period == 0 {
+            return Ok(0);
+        }
+        let delivered: u64 = self
+            .slots
+            .iter()
+            .filter(|s| s.event == Some(event))
+            .map(|s| s.samples)
+            .sum();
+        let copies = self.threads.iter().count().max(1) as u64;
+        let copies = if self.mode == Mode::Inherit && !self.exact_periods {
+            copies * self.cpus.len().max(1) as u64
+        } else {
+            copies
+        };
+        // Each copy's last partial period is no sample: up to one per copy.
+        let expected = (count.value / period).saturating_sub(copies - 1);
+        let reported = self.totals.lost + self.totals.lost_samples;
+        Ok(expected.saturating_sub(delivered + reported))
+    }
+
     /// Each event: name, `perf_event_attr`, layout, kernel ids.
     pub fn events(&self) -> &[EventInfo] {
         &self.events
@@ -603,8 +643,9 @@ impl Sampler {
         self.wakeups
     }
 
-    /// Number of counters opened (every event on every root, thread or CPU, and the
-    /// tracking counters), closed ones included.
+    /// Number of counters opened (every event on every root, thread or CPU, the
+    /// tracking counters, and the anchors owning the per-CPU rings of inherited
+    /// counters), closed ones included.
     pub fn counters(&self) -> usize {
         self.slots.len() + self.inherited.len()
     }
@@ -660,7 +701,8 @@ impl Sampler {
     }
 
     /// Whether the target has ended: the command exited (reaped, with its status), or
-    /// the process or thread given by id is gone. Always `None` for CPUs. Drain once
+    /// the process or thread given by id is gone (a process: no thread of it left
+    /// running; a main thread that called `pthread_exit` alone does not end it). Always `None` for CPUs. Drain once
     /// more after it returns `Some` to collect the last records.
     ///
     /// # Errors

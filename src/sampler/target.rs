@@ -54,7 +54,7 @@ impl Watchee {
                 }
                 status.map(TargetEnd::Exited)
             }
-            Watchee::Pid(pid) => (!launch::is_alive(*pid)).then_some(TargetEnd::Gone),
+            Watchee::Pid(pid) => (!process_alive(*pid)).then_some(TargetEnd::Gone),
             Watchee::Tid(tid) => (!launch::is_alive(*tid)).then_some(TargetEnd::Gone),
             Watchee::Cpus => None,
         })
@@ -94,4 +94,26 @@ impl Watchee {
             Watchee::Cpus => None,
         }
     }
+}
+
+/// Whether process `pid` has a thread that has not exited: its main thread or, once
+/// that called `pthread_exit` (a zombie leader while the others run), any other.
+pub(crate) fn process_alive(pid: libc::pid_t) -> bool {
+    match launch::process_state(pid) {
+        None | Some('X') => false,
+        Some('Z') => launch::threads(pid)
+            .is_ok_and(|tids| tids.iter().any(|&t| t != pid && thread_alive(pid, t))),
+        Some(_) => true,
+    }
+}
+
+/// Whether thread `tid` of `pid` is listed and neither a zombie nor dead.
+pub(crate) fn thread_alive(pid: libc::pid_t, tid: libc::pid_t) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).is_ok_and(|stat| {
+        // The state follows the name, which is in parentheses and may contain ") ".
+        let state = stat
+            .rfind(')')
+            .and_then(|at| stat[at + 1..].split_whitespace().next());
+        !matches!(state, Some("Z" | "X") | None)
+    })
 }
