@@ -269,25 +269,10 @@ impl Recorder {
     /// ring written from two CPUs at once, which the kernel does not report. Say so,
     /// and write a `PERF_RECORD_LOST` for them so readers see it too.
     fn check_overwrites(&mut self, sampler: &Sampler, specs: &[String]) {
-        let threads = sampler.threads().count().max(1) as u64;
         for (i, spec) in specs.iter().enumerate() {
-            let attr = sampler.events()[i].attr();
-            if attr.freq() != 0 {
+            let Ok(missing) = sampler.unreported_loss(i) else {
                 continue;
-            }
-            let period = u64::from_ne_bytes(
-                zerocopy::IntoBytes::as_bytes(attr)[16..24]
-                    .try_into()
-                    .unwrap(),
-            )
-            .max(1);
-            let Ok(count) = sampler.read(i) else { continue };
-            // Each thread's last partial period is not a sample: up to one per thread.
-            let expected = (count.value / period).saturating_sub(threads - 1);
-            // Loss the kernel did report (LOST records) is accounted for already.
-            let st = sampler.stats();
-            let reported = st.lost + st.lost_samples;
-            let missing = expected.saturating_sub(self.samples[i] + reported);
+            };
             if missing == 0 {
                 continue;
             }

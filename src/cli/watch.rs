@@ -78,6 +78,9 @@ struct Summary {
     signal_failures: u64,
     /// Records the decoder rejected (a kernel/decoder disagreement; never expected).
     undecoded: u64,
+    /// Samples the kernel counted that never reached a ring and were not reported lost
+    /// (threads overwriting each other's records in a shared ring); part of `lost`.
+    unreported: u64,
 }
 
 /// One overflow, decoded.
@@ -390,12 +393,22 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
         // Exited already (reaped), or ended early by us as perf does.
         _ => sampler.terminate(TERM_GRACE).map(|s| s.code()),
     };
+    // Once the target ran its course and its rings were drained, its counts say how
+    // many samples there must have been: a shortfall no LOST record explains is loss too.
+    let unreported = if end == End::TargetExited {
+        (0..sampler.events().len())
+            .filter_map(|i| sampler.unreported_loss(i).ok())
+            .sum()
+    } else {
+        0
+    };
     let stats = sampler.stats();
     let mut summary = Summary {
         overflows: state.seq,
         wakeups: sampler.wakeups(),
-        lost: stats.lost + stats.lost_samples,
+        lost: stats.lost + stats.lost_samples + unreported,
         throttled: stats.throttled,
+        unreported,
         duration: started.elapsed(),
         exit_code,
         signal_failures: state.signal_failures,
@@ -654,7 +667,15 @@ fn summary_text(s: &Summary) -> String {
             s.undecoded
         );
     }
-    if s.lost > 0 {
+    if s.unreported > 0 {
+        out += &format!(
+            "\n{} samples were lost without a LOST record: threads overflowing at once on two \
+             CPUs overwrote each other's records in the shared ring (the kernel's count says \
+             they were taken); raise the period (-c) or watch one thread (-t TID)",
+            s.unreported
+        );
+    }
+    if s.lost > s.unreported {
         out += "\nrecords were lost: raise -m PAGES or the period (-c)";
     }
     out
@@ -676,6 +697,9 @@ fn summary_json(s: &Summary) -> Json {
     }
     if s.signal_failures > 0 {
         fields.push(("signal_failures", Json::Uint(s.signal_failures)));
+    }
+    if s.unreported > 0 {
+        fields.push(("unreported_lost", Json::Uint(s.unreported)));
     }
     if s.undecoded > 0 {
         fields.push(("undecoded", Json::Uint(s.undecoded)));
