@@ -547,3 +547,79 @@ fn eintr_ends_sampler_poll() {
         "the signal did not end the wait"
     );
 }
+
+/// The same through the sampler (inherited counters, a ring per CPU): the command is
+/// SIGKILLed from the drain callback, the sampler reports it ended by that signal, and
+/// every hit is a sample delivered or counted lost by the kernel (`PERF_FORMAT_LOST`,
+/// summed by `Sampler::read`).
+#[test]
+fn sampled_command_sigkilled_while_the_sampler_drains() {
+    use perfring::sampler::{Sampler, Target as SamplerTarget, TargetEnd};
+    let prog = c_program(false);
+    let target = perfring::symbols::Symbols::load(&prog)
+        .unwrap()
+        .require("target")
+        .unwrap()
+        .addr;
+    let event = Counter::builder_for(Event::breakpoint(
+        perfring::event::Access::Execute,
+        target,
+        8,
+    ))
+    .period(1)
+    .sample(SampleType::IP)
+    .read_format(ReadFormat::LOST);
+    let mut sampler = Sampler::builder(SamplerTarget::Command(
+        Command::new(&prog).arg("2000000000"),
+    ))
+    .event(event)
+    .ring_size(RingSize::Pages(8))
+    .start()
+    .unwrap();
+    let (mut samples, mut killed) = (0u64, false);
+    let pid = sampler.pid().unwrap();
+    let end = loop {
+        if let Some(end) = sampler.target_ended().unwrap() {
+            break end;
+        }
+        sampler
+            .poll(Some(Duration::from_millis(50)), |d| {
+                if let (Some(0), perfring::records::RecordKind::Sample(_)) =
+                    (d.event, d.record.kind())
+                {
+                    samples += 1;
+                    if samples == 20_000 {
+                        killed = true;
+                        perfring::launch::signal_process(pid, libc::SIGKILL).unwrap();
+                    }
+                }
+            })
+            .unwrap();
+    };
+    sampler
+        .drain(|d| {
+            if let (Some(0), perfring::records::RecordKind::Sample(_)) = (d.event, d.record.kind())
+            {
+                samples += 1;
+            }
+        })
+        .unwrap();
+    assert!(killed, "killed inside the drain");
+    assert!(
+        matches!(end, TargetEnd::Exited(ExitStatus::Signaled(libc::SIGKILL))),
+        "{end:?}"
+    );
+    let count = sampler.read(0).unwrap();
+    let lost = count.lost.expect("PERF_FORMAT_LOST");
+    let st = sampler.stats();
+    eprintln!(
+        "killed after {} hits: {samples} samples, {lost} lost; {st:?}",
+        count.value
+    );
+    assert_eq!(st.samples, samples);
+    assert_eq!(
+        samples + lost,
+        count.value,
+        "every hit before death accounted for"
+    );
+}
