@@ -20,8 +20,10 @@ use perfring::ring::{Ring, RingSize};
 use perfring::{sys, Counter, Event, ReadFormat, SampleType, Target};
 use util::*;
 
-/// Sample records per page with IP | TID (8 header + 8 + 8 bytes).
-const PER_PAGE: u64 = 4096 / 24;
+/// Sample records a page holds with IP | TID (8 header + 8 + 8 bytes).
+fn per_page() -> u64 {
+    perfring::ring::page_size() as u64 / 24
+}
 
 fn kernel_max_rate() -> u64 {
     std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
@@ -33,14 +35,15 @@ fn kernel_max_rate() -> u64 {
 
 /// A one-page ring under a breakpoint that overflows on every call, far faster than the
 /// reader: every one of the calls is either a SAMPLE read or counted lost, the LOST
-/// records the ring carries sum to the kernel's own lost count, and the poll driver,
+/// records the ring carries never exceed the kernel's own lost count (the last run's
+/// is owed until a next record fits), and the poll driver,
 /// blocking in between, is woken (by the kernel's half-ring watermark) rather than hung.
 #[test]
 fn one_page_ring_under_a_breakpoint_storm_accounts_every_overflow() {
     const N: u64 = 200_000;
     let (burst_tx, burst_rx) = std::sync::mpsc::channel();
     let (tid, go, worker) = gated_thread(move || {
-        // First a burst no reader can keep up with (the ring holds PER_PAGE samples),
+        // First a burst no reader can keep up with (the ring holds a page of samples),
         // then the rest while the main thread drains.
         call_target(10_000);
         burst_tx.send(()).unwrap();
@@ -57,7 +60,7 @@ fn one_page_ring_under_a_breakpoint_storm_accounts_every_overflow() {
         .open()
         .unwrap();
     let ring = Ring::map(&counter, RingSize::Pages(1)).unwrap();
-    assert_eq!(ring.data_size(), 4096);
+    assert_eq!(ring.data_size(), perfring::ring::page_size());
     let mut poller = Poller::new().unwrap();
     poller.register(Token(0), counter, ring).unwrap();
     go.send(()).unwrap();
@@ -84,7 +87,7 @@ fn one_page_ring_under_a_breakpoint_storm_accounts_every_overflow() {
     assert_eq!(a.samples, samples);
     assert_eq!(samples + lost, N, "every overflow is read or counted lost");
     assert!(
-        lost >= 10_000 - PER_PAGE,
+        lost >= 10_000 - per_page(),
         "the first burst overflowed the ring"
     );
     // The kernel writes the LOST record for a run of losses with the next record that
@@ -112,7 +115,7 @@ fn one_page_ring_at_the_max_sample_rate_counts_its_loss_exactly() {
     let mut events = Vec::new();
     for _ in 0..10 {
         // 20 ms of this thread's CPU time is 2000 periods (however busy the machine):
-        // even if the hrtimer skips half, the page (PER_PAGE samples) overflows.
+        // even if the hrtimer skips half, the page (a page of samples) overflows.
         spin_cpu(Duration::from_millis(20));
         poller
             .poll_and_drain(&mut events, Some(Duration::ZERO), |_, _| {})
@@ -542,5 +545,82 @@ fn eintr_ends_sampler_poll() {
     assert!(
         start.elapsed() < Duration::from_secs(30),
         "the signal did not end the wait"
+    );
+}
+
+/// The same through the sampler (inherited counters, a ring per CPU): the command is
+/// SIGKILLed from the drain callback, the sampler reports it ended by that signal, and
+/// every hit is a sample delivered or counted lost by the kernel (`PERF_FORMAT_LOST`,
+/// summed by `Sampler::read`).
+#[test]
+fn sampled_command_sigkilled_while_the_sampler_drains() {
+    use perfring::sampler::{Sampler, Target as SamplerTarget, TargetEnd};
+    let prog = c_program(false);
+    let target = perfring::symbols::Symbols::load(&prog)
+        .unwrap()
+        .require("target")
+        .unwrap()
+        .addr;
+    let event = Counter::builder_for(Event::breakpoint(
+        perfring::event::Access::Execute,
+        target,
+        8,
+    ))
+    .period(1)
+    .sample(SampleType::IP)
+    .read_format(ReadFormat::LOST);
+    let mut sampler = Sampler::builder(SamplerTarget::Command(
+        Command::new(&prog).arg("2000000000"),
+    ))
+    .event(event)
+    // One page: the kernel drops records too, and says how many.
+    .ring_size(RingSize::Pages(1))
+    .start()
+    .unwrap();
+    let (mut samples, mut killed) = (0u64, false);
+    let pid = sampler.pid().unwrap();
+    let end = loop {
+        if let Some(end) = sampler.target_ended().unwrap() {
+            break end;
+        }
+        sampler
+            .poll(Some(Duration::from_millis(50)), |d| {
+                if let (Some(0), perfring::records::RecordKind::Sample(_)) =
+                    (d.event, d.record.kind())
+                {
+                    samples += 1;
+                    if samples == 20_000 {
+                        killed = true;
+                        perfring::launch::signal_process(pid, libc::SIGKILL).unwrap();
+                    }
+                }
+            })
+            .unwrap();
+    };
+    sampler
+        .drain(|d| {
+            if let (Some(0), perfring::records::RecordKind::Sample(_)) = (d.event, d.record.kind())
+            {
+                samples += 1;
+            }
+        })
+        .unwrap();
+    assert!(killed, "killed inside the drain");
+    assert!(
+        matches!(end, TargetEnd::Exited(ExitStatus::Signaled(libc::SIGKILL))),
+        "{end:?}"
+    );
+    let count = sampler.read(0).unwrap();
+    let lost = count.lost.expect("PERF_FORMAT_LOST");
+    let st = sampler.stats();
+    eprintln!(
+        "killed after {} hits: {samples} samples, {lost} lost; {st:?}",
+        count.value
+    );
+    assert_eq!(st.samples, samples);
+    assert_eq!(
+        samples + lost,
+        count.value,
+        "every hit before death accounted for"
     );
 }
