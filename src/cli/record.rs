@@ -78,11 +78,7 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
     let interrupts = Interrupts::block().map_err(Failure::Runtime)?;
     let started = (Instant::now(), SystemTime::now());
     let mut sampler = setup.start().map_err(Failure::Runtime)?;
-    let events: Vec<EventInfo> = sampler
-        .events()
-        .iter()
-        .map(|e| EventInfo::new(e.name(), *e.attr(), e.ids().to_vec()))
-        .collect();
+    let events: Vec<EventInfo> = sampler.events().to_vec();
     let cmdline: Vec<String> = std::env::args().collect();
     let sink: Box<dyn Sink> = match args.format {
         OutputFormat::Perf => {
@@ -96,7 +92,7 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
     let mut rec = Recorder {
         stream: Streamer::spawn(BoxSink(sink), QueueSize::default()).map_err(Failure::Runtime)?,
         layout: *sampler.events()[0].layout(),
-        id: events[0].ids.first().copied().unwrap_or(0),
+        id: events[0].ids().first().copied().unwrap_or(0),
         scratch: Vec::new(),
         error: None,
         samples: vec![0; events.len()],
