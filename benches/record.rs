@@ -126,7 +126,7 @@ fn writer_capacity(dir: &Path) -> f64 {
         .sample(perfring::SampleType::IP | perfring::SampleType::TID | perfring::SampleType::TIME)
         .sample_id_all(true);
     let layout = Layout::new(b.attr()).unwrap();
-    let ev = [EventInfo::new("cpu-clock", *b.attr(), vec![1])];
+    let ev = [EventInfo::new("cpu-clock", *b.attr(), vec![1]).unwrap()];
     let sink = PerfData::create(dir.join("cap.data"), &ev, &[]).unwrap();
     let mut rec = Vec::new();
     let f = encode::SampleFields {

@@ -124,7 +124,7 @@ fn a_pipe_is_refused_with_a_fix() {
     let (r, _w) = std::io::pipe().unwrap();
     let file: std::fs::File = std::os::fd::OwnedFd::from(r).into();
     let attr = *perfring::Counter::builder("cpu-clock").unwrap().attr();
-    let ev = [perfring::output::EventInfo::new("cpu-clock", attr, vec![1])];
+    let ev = [perfring::output::EventInfo::new("cpu-clock", attr, vec![1]).unwrap()];
     let e = PerfData::new(file, "<pipe>", &ev, &[]).unwrap_err();
     assert!(e.to_string().contains("--format pprof"), "{e}");
     let _ = Pprof::new(Vec::new(), "<mem>", &ev).unwrap();
@@ -156,7 +156,7 @@ fn a_full_queue_drops_and_counts_records_and_perf_sees_the_loss() {
         .sample(perfring::SampleType::IP | perfring::SampleType::TID | perfring::SampleType::TIME)
         .sample_id_all(true);
     let layout = Layout::new(b.attr()).unwrap();
-    let ev = [EventInfo::new("cpu-clock", *b.attr(), vec![7])];
+    let ev = [EventInfo::new("cpu-clock", *b.attr(), vec![7]).unwrap()];
     let (open, gate) = std::sync::mpsc::channel();
     let sink = Gated(
         PerfData::create(dir.join("perf.data"), &ev, &[]).unwrap(),

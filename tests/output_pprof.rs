@@ -193,7 +193,7 @@ fn cpu_clock_on_threads_perf_report_and_pprof_agree_on_the_top_symbols() {
 #[test]
 fn a_write_error_names_the_output_and_the_fix() {
     let attr = *perfring::Counter::builder("cpu-clock").unwrap().attr();
-    let ev = [perfring::output::EventInfo::new("cpu-clock", attr, vec![1])];
+    let ev = [perfring::output::EventInfo::new("cpu-clock", attr, vec![1]).unwrap()];
     let full = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/full")
@@ -360,7 +360,7 @@ fn push_sends_the_profile_to_a_pyroscope_ingest_endpoint() {
     let url = format!("http://{}", listener.local_addr().unwrap());
     let server = serve_one(listener, "200 OK");
     let attr = *perfring::Counter::builder("cpu-clock").unwrap().attr();
-    let ev = [perfring::output::EventInfo::new("cpu-clock", attr, vec![1])];
+    let ev = [perfring::output::EventInfo::new("cpu-clock", attr, vec![1]).unwrap()];
     let dir = capture::scratch("pp-push");
     let file = dir.join("p.pb.gz");
     Pprof::create(&file, &ev).unwrap().finish().unwrap();

@@ -41,8 +41,8 @@ pub struct RecordArgs {
     pub output: Option<std::path::PathBuf>,
     /// `--format perf|pprof`.
     pub format: OutputFormat,
-    /// `-g` (frame pointers) or `--call-graph fp|dwarf`.
-    pub call_graph: Option<CallGraph>,
+    /// `-g` (frame pointers) or `--call-graph fp|dwarf[,BYTES]`.
+    pub call_graph: Option<perfring::unwind::CallGraph>,
     /// `--push URL`: send the pprof profile to Pyroscope's `/ingest` afterwards.
     pub push: Option<String>,
     /// `--exact-periods`: one period per thread (an anchor ring per event) instead of
@@ -58,15 +58,6 @@ pub enum OutputFormat {
     Perf,
     /// Gzipped pprof, for `go tool pprof`, Pyroscope and Parca.
     Pprof,
-}
-
-/// How `record` collects call stacks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallGraph {
-    /// The kernel walks frame pointers (`PERF_SAMPLE_CALLCHAIN`).
-    Fp,
-    /// User registers and a copy of the user stack, unwound by the reader.
-    Dwarf,
 }
 
 /// `perfring inject`'s flags: the injector's configuration and the command.
@@ -721,17 +712,10 @@ fn parse_record(p: &mut Parser) -> Result<Command, Failure> {
                     }
                 }
             }
-            (Flag::Short('g'), _) => r.call_graph = Some(CallGraph::Fp),
+            (Flag::Short('g'), _) => r.call_graph = Some(perfring::unwind::CallGraph::Fp),
             (_, "call-graph") => {
-                r.call_graph = Some(match string(p, "--call-graph")?.as_str() {
-                    "fp" => CallGraph::Fp,
-                    "dwarf" => CallGraph::Dwarf,
-                    other => {
-                        return Err(usage(format!(
-                            "--call-graph {other:?}: expected fp or dwarf"
-                        )))
-                    }
-                })
+                let mode = string(p, "--call-graph")?;
+                r.call_graph = Some(mode.parse().map_err(Failure::Input)?);
             }
             (_, "push") => r.push = Some(string(p, "--push")?),
             (_, "exact-periods") => r.exact_periods = true,

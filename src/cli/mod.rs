@@ -396,9 +396,10 @@ Options:
                         tracepoints and uprobes)
   -F, --freq HZ         About HZ samples a second (default 4000 for counting events)
   -g                    Call stacks by frame pointers (--call-graph fp)
-      --call-graph fp|dwarf
-                        dwarf: copy user registers and 8 KiB of stack per sample,
-                        for perf report to unwind (pprof gets the leaf only)
+      --call-graph fp|dwarf[,BYTES]
+                        dwarf: copy user registers and BYTES of stack (default
+                        8192) per sample, for perf report to unwind (pprof gets
+                        the leaf only)
   -o, --output FILE     Where to write (default perf.data, or profile.pb.gz with
                         --format pprof); - is stdout, for pprof
       --format perf|pprof

@@ -11,9 +11,10 @@ use perfring::records::Layout;
 use perfring::ring::RingSize;
 use perfring::sampler::{Delivery, Sampler};
 use perfring::symbols::TargetImage;
+use perfring::unwind::CallGraph;
 use perfring::{sys, Builder, SampleType};
 
-use super::args::{CallGraph, EventArgs, OutputFormat, RecordArgs, WatchArgs};
+use super::args::{EventArgs, OutputFormat, RecordArgs, WatchArgs};
 use super::watch::{default_event, resolve, Resolved};
 use super::Failure;
 
@@ -23,8 +24,6 @@ const TICK: Duration = Duration::from_millis(100);
 const DEFAULT_FREQ: u64 = 4000;
 /// How long a spawned command gets after SIGTERM before SIGKILL.
 const TERM_GRACE: Duration = Duration::from_secs(2);
-/// Bytes of user stack copied per sample for `--call-graph dwarf` (perf's default).
-const DWARF_STACK: u32 = 8192;
 
 /// Runs `record` to the end; returns the command's exit code, if it is to be ours.
 pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
@@ -51,7 +50,9 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
             OutputFormat::Pprof => "profile.pb.gz",
         })
     });
-    if args.call_graph == Some(CallGraph::Dwarf) && args.format == OutputFormat::Pprof {
+    if matches!(args.call_graph, Some(CallGraph::Dwarf { .. }))
+        && args.format == OutputFormat::Pprof
+    {
         eprintln!(
             "perfring: --call-graph dwarf: pprof gets each sample's own address only (the \
              stack copies are unwound by perf report, not by perfring yet); use -g for stacks"
@@ -78,11 +79,7 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
     let interrupts = Interrupts::block().map_err(Failure::Runtime)?;
     let started = (Instant::now(), SystemTime::now());
     let mut sampler = setup.start().map_err(Failure::Runtime)?;
-    let events: Vec<EventInfo> = sampler
-        .events()
-        .iter()
-        .map(|e| EventInfo::new(e.name(), *e.attr(), e.ids().to_vec()))
-        .collect();
+    let events: Vec<EventInfo> = sampler.events().to_vec();
     let cmdline: Vec<String> = std::env::args().collect();
     let sink: Box<dyn Sink> = match args.format {
         OutputFormat::Perf => {
@@ -96,7 +93,7 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
     let mut rec = Recorder {
         stream: Streamer::spawn(BoxSink(sink), QueueSize::default()).map_err(Failure::Runtime)?,
         layout: *sampler.events()[0].layout(),
-        id: events[0].ids.first().copied().unwrap_or(0),
+        id: events[0].ids().first().copied().unwrap_or(0),
         scratch: Vec::new(),
         error: None,
         samples: vec![0; events.len()],
@@ -376,11 +373,11 @@ fn builder(
     }
     match call_graph {
         Some(CallGraph::Fp) => sample |= SampleType::CALLCHAIN,
-        Some(CallGraph::Dwarf) => {
+        Some(CallGraph::Dwarf { stack_bytes }) => {
             sample |= SampleType::REGS_USER | SampleType::STACK_USER;
             b = b
                 .sample_regs_user(user_regs_mask())
-                .sample_stack_user(DWARF_STACK);
+                .sample_stack_user(stack_bytes);
         }
         None => {}
     }

@@ -344,24 +344,12 @@ fn summary_text(s: &Summary) -> String {
             ids.join(", ")
         );
     }
-    if let Some(runs) = s.exec_runs {
-        out += &format!(
-            "\n--exec ran {runs} times, {} dropped (queue full)",
-            s.exec_dropped
-        );
-    }
-    if s.signal_failures > 0 {
-        out += &format!(
-            "\n--signal failed {} times (the thread had exited)",
-            s.signal_failures
-        );
-    }
-    if s.undecoded > 0 {
-        out += &format!(
-            "\n{} records could not be decoded and were skipped",
-            s.undecoded
-        );
-    }
+    super::watch::action_lines(
+        &mut out,
+        s.exec_runs.map(|runs| (runs, s.exec_dropped)),
+        s.signal_failures,
+        s.undecoded,
+    );
     if s.rejected > 0 {
         out += &format!(
             "\n{} samples were damaged in the ring (threads overflowing at once on two CPUs) and were skipped",

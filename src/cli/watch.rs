@@ -649,24 +649,12 @@ fn summary_text(s: &Summary) -> String {
     if let Some(code) = s.exit_code {
         out += &format!("; exit status {code}");
     }
-    if let Some(runs) = s.exec_runs {
-        out += &format!(
-            "\n--exec ran {runs} times, {} dropped (queue full)",
-            s.exec_dropped
-        );
-    }
-    if s.signal_failures > 0 {
-        out += &format!(
-            "\n--signal failed {} times (the thread had exited)",
-            s.signal_failures
-        );
-    }
-    if s.undecoded > 0 {
-        out += &format!(
-            "\n{} records could not be decoded and were skipped",
-            s.undecoded
-        );
-    }
+    action_lines(
+        &mut out,
+        s.exec_runs.map(|runs| (runs, s.exec_dropped)),
+        s.signal_failures,
+        s.undecoded,
+    );
     if s.unreported > 0 {
         out += &format!(
             "\n{} samples were lost without a LOST record: threads overflowing at once on two \
@@ -679,6 +667,26 @@ fn summary_text(s: &Summary) -> String {
         out += "\nrecords were lost: raise -m PAGES or the period (-c)";
     }
     out
+}
+
+/// The summary lines `watch` and `watch --when` share: what `--exec` did (its runs
+/// and drops, if it was given), `--signal`'s failures and the undecodable records,
+/// each on its own line after `out`, when there is something to say.
+pub(super) fn action_lines(
+    out: &mut String,
+    exec: Option<(u64, u64)>,
+    signal_failures: u64,
+    undecoded: u64,
+) {
+    if let Some((runs, dropped)) = exec {
+        *out += &format!("\n--exec ran {runs} times, {dropped} dropped (queue full)");
+    }
+    if signal_failures > 0 {
+        *out += &format!("\n--signal failed {signal_failures} times (the thread had exited)");
+    }
+    if undecoded > 0 {
+        *out += &format!("\n{undecoded} records could not be decoded and were skipped");
+    }
 }
 
 fn summary_json(s: &Summary) -> Json {

@@ -17,7 +17,7 @@
 //! use perfring::output::{EventInfo, PerfData, Streamer, QueueSize};
 //! # fn attr_and_ids() -> (perfring::sys::perf_event_attr, Vec<u64>) { unimplemented!() }
 //! let (attr, ids) = attr_and_ids(); // from the counters you opened
-//! let events = vec![EventInfo::new("cpu-clock", attr, ids)];
+//! let events = vec![EventInfo::new("cpu-clock", attr, ids)?];
 //! let sink = PerfData::create("perf.data", &events, &["my-tool".to_string()])?;
 //! let mut stream = Streamer::spawn(sink, QueueSize::default())?;
 //! # let raw_record_bytes: &[u8] = &[];
@@ -43,40 +43,5 @@ pub use push::push_pyroscope;
 pub use stream::{Chunk, QueueSize, Sink, StreamStats, Streamer};
 pub use synth::{relayout, synthesize_kernel, synthesize_process};
 
-use crate::sys;
-
-/// One event of a recording: its name (as the user wrote it), the `perf_event_attr`
-/// it was opened with, and the kernel ids of its counters (`PERF_EVENT_IOC_ID`, one
-/// per thread or CPU), which `PERF_SAMPLE_ID`/`IDENTIFIER` carry in each record.
-#[derive(Clone)]
-pub struct EventInfo {
-    /// The event as written, e.g. `cpu-clock:u` or `mem:hot:x`.
-    pub name: String,
-    /// The attr the counters were opened with.
-    pub attr: sys::perf_event_attr,
-    /// The kernel ids of this event's counters.
-    pub ids: Vec<u64>,
-}
-
-impl EventInfo {
-    /// An event description.
-    pub fn new(name: impl Into<String>, attr: sys::perf_event_attr, ids: Vec<u64>) -> Self {
-        EventInfo {
-            name: name.into(),
-            attr,
-            ids,
-        }
-    }
-}
-
-impl std::fmt::Debug for EventInfo {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EventInfo")
-            .field("name", &self.name)
-            .field("type", &self.attr.type_)
-            .field("config", &self.attr.config)
-            .field("sample_type", &self.attr.sample_type)
-            .field("ids", &self.ids)
-            .finish()
-    }
-}
+/// One event of a recording (its name, attr and kernel ids): the sampler's.
+pub use crate::sampler::EventInfo;

@@ -63,7 +63,7 @@ const NAME_ALIGN: usize = 64;
 /// ```no_run
 /// use perfring::output::{EventInfo, PerfData};
 /// # let attr: perfring::sys::perf_event_attr = unimplemented!();
-/// let events = [EventInfo::new("cpu-clock", attr, vec![42])];
+/// let events = [EventInfo::new("cpu-clock", attr, vec![42])?];
 /// let mut out = PerfData::create("perf.data", &events, &[])?;
 /// # let record: &[u8] = &[];
 /// out.write_records(record)?; // whole records, as the ring holds them
@@ -145,10 +145,10 @@ impl PerfData {
         let layouts = events
             .iter()
             .map(|e| {
-                Layout::new(&e.attr).map_err(|d| {
+                Layout::new(e.attr()).map_err(|d| {
                     Error::new(
                         ErrorKind::InvalidArgument,
-                        format!("describe event {} in perf.data", e.name),
+                        format!("describe event {} in perf.data", e.name()),
                         d.to_string(),
                     )
                 })
@@ -156,7 +156,7 @@ impl PerfData {
             .collect::<Result<Vec<_>>>()?;
         let attr_size = events
             .iter()
-            .map(|e| attr_used_size(&e.attr))
+            .map(|e| attr_used_size(e.attr()))
             .max()
             .unwrap_or(ATTR_SIZE_VER0);
         let mut w = PerfData {
@@ -207,14 +207,14 @@ impl PerfData {
         let mut id_sections = Vec::new();
         for e in &self.events {
             let off = buf.len() as u64;
-            for id in &e.ids {
+            for id in e.ids() {
                 buf.extend_from_slice(&id.to_ne_bytes());
             }
-            id_sections.push((off, (e.ids.len() * 8) as u64));
+            id_sections.push((off, (e.ids().len() * 8) as u64));
         }
         let attrs_offset = buf.len() as u64;
         for (e, (off, size)) in self.events.iter().zip(&id_sections) {
-            buf.extend_from_slice(&attr_bytes(&e.attr, self.attr_size));
+            buf.extend_from_slice(&attr_bytes(e.attr(), self.attr_size));
             buf.extend_from_slice(&off.to_ne_bytes());
             buf.extend_from_slice(&size.to_ne_bytes());
         }
@@ -287,7 +287,7 @@ impl PerfData {
     /// # Errors
     /// As [`write_records`](Self::write_records).
     pub fn write_lost(&mut self, n: u64) -> Result<()> {
-        let id = self.events[0].ids.first().copied().unwrap_or(0);
+        let id = self.events[0].ids().first().copied().unwrap_or(0);
         let ids = encode::Ids {
             id,
             identifier: id,
@@ -431,10 +431,10 @@ impl PerfData {
         desc.extend_from_slice(&(self.events.len() as u32).to_ne_bytes());
         desc.extend_from_slice(&(self.attr_size as u32).to_ne_bytes());
         for e in &self.events {
-            desc.extend_from_slice(&attr_bytes(&e.attr, self.attr_size));
-            desc.extend_from_slice(&(e.ids.len() as u32).to_ne_bytes());
-            desc.extend_from_slice(&header_string(&e.name));
-            for id in &e.ids {
+            desc.extend_from_slice(&attr_bytes(e.attr(), self.attr_size));
+            desc.extend_from_slice(&(e.ids().len() as u32).to_ne_bytes());
+            desc.extend_from_slice(&header_string(e.name()));
+            for id in e.ids() {
                 desc.extend_from_slice(&id.to_ne_bytes());
             }
         }

@@ -149,10 +149,10 @@ impl Pprof {
         let layouts = events
             .iter()
             .map(|e| {
-                Layout::new(&e.attr).map_err(|d| {
+                Layout::new(e.attr()).map_err(|d| {
                     Error::new(
                         ErrorKind::InvalidArgument,
-                        format!("decode event {} for pprof", e.name),
+                        format!("decode event {} for pprof", e.name()),
                         d.to_string(),
                     )
                 })
@@ -230,7 +230,7 @@ impl Pprof {
             RecordKind::Sample(s) => {
                 let (pid, tid) = (s.pid().unwrap_or(0), s.tid().unwrap_or(0));
                 let period = s.period().unwrap_or_else(|| {
-                    let a = &self.events[event].attr;
+                    let a = self.events[event].attr();
                     if a.freq() == 0 {
                         period_of(a)
                     } else {
@@ -445,7 +445,7 @@ impl Pprof {
             unit: self.string("count"),
         }];
         for i in 0..self.events.len() {
-            let (ty, unit) = value_type(&self.events[i].name);
+            let (ty, unit) = value_type(self.events[i].name());
             sample_type.push(proto::ValueType {
                 r#type: self.string(&ty),
                 unit: self.string(unit),
@@ -488,7 +488,7 @@ impl Pprof {
             .collect();
         // A stable order makes equal recordings give equal files.
         sample.sort_by(|a, b| (&a.location_id, &a.value).cmp(&(&b.location_id, &b.value)));
-        let first = &self.events[0].attr;
+        let first = self.events[0].attr();
         let period = if first.freq() == 0 {
             period_of(first) as i64
         } else {

@@ -140,6 +140,30 @@ impl std::fmt::Debug for EventInfo {
 }
 
 impl EventInfo {
+    /// An event description: its name (as the user wrote it), the `perf_event_attr` its
+    /// counters were opened with, and their kernel ids (`PERF_EVENT_IOC_ID`), which
+    /// `PERF_SAMPLE_ID`/`IDENTIFIER` carry in each record.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`] if the attr's records cannot be decoded
+    /// ([`Layout::new`] fails).
+    pub fn new(name: impl Into<String>, attr: sys::perf_event_attr, ids: Vec<u64>) -> Result<Self> {
+        let name = name.into();
+        let layout = Layout::new(&attr).map_err(|e| {
+            Error::new(
+                ErrorKind::InvalidArgument,
+                format!("EventInfo: describe {name}"),
+                format!("its records cannot be decoded: {e}"),
+            )
+        })?;
+        Ok(EventInfo {
+            name,
+            attr,
+            layout,
+            ids,
+        })
+    }
+
     /// The event's name, as parsed.
     pub fn name(&self) -> &str {
         &self.name

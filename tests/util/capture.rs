@@ -77,7 +77,7 @@ pub fn record<S: Sink>(
             .wakeup_events(1);
         let counter = b.open().expect("open counter");
         let id = counter.id().expect("counter id");
-        events.push(EventInfo::new(*e, *counter.attr(), vec![id]));
+        events.push(EventInfo::new(*e, *counter.attr(), vec![id]).expect("describe event"));
         let (anchor, ring) = Ring::map_inherited(&counter, RingSize::Pages(256)).unwrap();
         keep.push(counter);
         poller.register(Token(i as u64), anchor, ring).unwrap();
