@@ -300,6 +300,12 @@ fn under_signal_storm<T>(every: Duration, f: impl FnOnce() -> T) -> (T, u64) {
             }
         }
     });
+    // Start `f` only once the storm is under way (a busy machine may not schedule the
+    // storm thread before a short `f` is over).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while INTERRUPTS.load(Ordering::Relaxed) == before && Instant::now() < deadline {
+        std::thread::yield_now();
+    }
     let out = f();
     stop.store(true, Ordering::Relaxed);
     storm.join().unwrap();
