@@ -145,9 +145,9 @@ typedef struct perfring_overflow {
   uint64_t ip;
   // `si_addr`: for a breakpoint counter via sigtrap, the watched address.
   uint64_t addr;
-  // The interrupted stack pointer (sigtrap only), for a frame-pointer walk.
+  // The interrupted stack pointer (sigtrap and thread signal), for a frame-pointer walk.
   uint64_t sp;
-  // The interrupted frame pointer (`rbp`/`x29`; sigtrap only).
+  // The interrupted frame pointer (`rbp`/`x29`; sigtrap and thread signal).
   uint64_t fp;
   // `CLOCK_MONOTONIC` nanoseconds when the handler ran.
   uint64_t time_ns;

@@ -318,6 +318,8 @@ fn signal_trampoline(n: &Notification, data: usize) {
     let o = perfring_overflow {
         token: n.token.0,
         ip: n.ip,
+        sp: n.sp,
+        fp: n.fp,
         time_ns: now_ns(),
         tid: gettid(),
         fd: n.fd,

@@ -23,9 +23,9 @@ pub struct perfring_overflow {
     pub ip: u64,
     /// `si_addr`: for a breakpoint counter via sigtrap, the watched address.
     pub addr: u64,
-    /// The interrupted stack pointer (sigtrap only), for a frame-pointer walk.
+    /// The interrupted stack pointer (sigtrap and thread signal), for a frame-pointer walk.
     pub sp: u64,
-    /// The interrupted frame pointer (`rbp`/`x29`; sigtrap only).
+    /// The interrupted frame pointer (`rbp`/`x29`; sigtrap and thread signal).
     pub fp: u64,
     /// `CLOCK_MONOTONIC` nanoseconds when the handler ran.
     pub time_ns: u64,

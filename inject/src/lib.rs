@@ -53,6 +53,7 @@ use perfring::notify::sigtrap::{SigtrapInfo, TrapHandler};
 use perfring::notify::{
     Notification, NotifyKind, SignalCounter, Sigtrap, SigtrapCounter, ThreadSignal, Token,
 };
+use perfring::event::{Access, Kind};
 use perfring::symbols::{self, TargetImage};
 use perfring::{Builder, Counter, SampleType};
 
@@ -80,6 +81,9 @@ pub(crate) struct State {
     /// counter.
     pub(crate) signal: Option<ThreadSignal>,
     builders: Vec<Builder>,
+    /// Per event: the address of an execute breakpoint (a function's entry, where the
+    /// walk reads the return address at `sp`), or 0.
+    entries: Vec<u64>,
 }
 
 pub(crate) static STATE: OnceLock<State> = OnceLock::new();
@@ -158,14 +162,28 @@ pub(crate) fn note_thread() {
 
 /// Walks the frame-pointer chain from the interrupted frame into `frames`, reading
 /// only inside `[sp, stack top)` of this thread. SIGNAL CONTEXT.
-fn walk(h: &Hit, tid: u32, frames: &mut [u64; FRAMES]) -> usize {
+///
+/// `at_entry`: the thread stopped on a function's first instruction (an execute
+/// breakpoint on it). The function has not pushed its frame yet, so its return
+/// address is the word at `sp` and `fp` is still the caller's frame: without this the
+/// walk would start at the caller's caller and lose the direct caller.
+fn walk(h: &Hit, tid: u32, at_entry: bool, frames: &mut [u64; FRAMES]) -> usize {
     let (top, owner) = STACK.get();
     if owner != tid || top == 0 || h.sp == 0 {
-        return 0; // unknown stack (a raw clone, or a thread signal): the ip alone
+        return 0; // unknown stack (a raw clone): the ip alone
     }
     let (lo, hi) = (h.sp, top);
-    let mut fp = h.fp;
     let mut n = 0;
+    if at_entry && lo % 8 == 0 && lo.wrapping_add(8) <= hi {
+        // SAFETY: `sp..sp+8` lies in `[sp, top)`, the live part of this thread's
+        // stack, which is mapped; it is 8-aligned.
+        let ret = unsafe { std::ptr::read_volatile(lo as *const u64) };
+        if ret != 0 {
+            frames[0] = ret;
+            n = 1;
+        }
+    }
+    let mut fp = h.fp;
     while n < FRAMES && fp >= lo && fp.wrapping_add(16) <= hi && fp % 8 == 0 {
         // SAFETY: `fp..fp+16` lies in `[sp, top)`, the live part of this thread's
         // stack, which is mapped; it is 8-aligned.
@@ -192,7 +210,7 @@ fn walk(h: &Hit, tid: u32, frames: &mut [u64; FRAMES]) -> usize {
 }
 
 /// What a notifier says about one overflow: the SIGTRAP's siginfo and context, or a
-/// thread signal's (which knows no stack or address: those are 0).
+/// thread signal's (which knows no address or perf type: those are 0).
 struct Hit {
     token: u64,
     ip: u64,
@@ -232,8 +250,8 @@ fn on_signal(n: &Notification, event: usize) {
         &Hit {
             token: n.token.0,
             ip: n.ip,
-            sp: 0,
-            fp: 0,
+            sp: n.sp,
+            fp: n.fp,
             addr: 0,
             perf_type: 0,
             flags: 0,
@@ -264,7 +282,8 @@ fn act(h: &Hit, event: usize) {
                     e.tid = tid;
                     e.ip = h.ip;
                     e.time_ns = time_ns;
-                    e.nframes = walk(h, tid, &mut e.frames) as u64;
+                    let at_entry = st.entries.get(event).is_some_and(|&a| a != 0 && a == h.ip);
+                    e.nframes = walk(h, tid, at_entry, &mut e.frames) as u64;
                 });
             }
         }
@@ -394,6 +413,13 @@ fn start() -> Result<(), String> {
             Action::StopAt(n) => stop_at = *n,
         }
     }
+    let entries = events
+        .iter()
+        .map(|e| match e.kind() {
+            Kind::Breakpoint(b) if b.access == Access::Execute => b.addr,
+            _ => 0,
+        })
+        .collect();
     let builders: Vec<Builder> = events
         .into_iter()
         .enumerate()
@@ -432,6 +458,7 @@ fn start() -> Result<(), String> {
         stop_at,
         signal,
         builders,
+        entries,
     };
     if STATE.set(state).is_err() {
         return Ok(()); // already armed (constructor run twice)

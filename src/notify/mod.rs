@@ -62,6 +62,11 @@ pub struct Notification {
     pub fd: i32,
     /// The interrupted instruction pointer (signals and sigtrap; `0` for poll).
     pub ip: u64,
+    /// The interrupted stack pointer (signals and sigtrap; `0` for poll and
+    /// signalfd), for a frame-pointer walk of the interrupted thread's stack.
+    pub sp: u64,
+    /// The interrupted frame pointer (`rbp`, `x29`), as `sp`.
+    pub fp: u64,
 }
 
 /// Notifications received next to overflows recorded: the two differ when the kernel

@@ -61,6 +61,8 @@ impl Entry {
             kind: NotifyKind::Hup,
             fd: self.counter.as_raw_fd(),
             ip: 0,
+            sp: 0,
+            fp: 0,
         })
     }
 }
@@ -341,6 +343,8 @@ impl Poller {
             },
             fd: entry.counter.as_raw_fd(),
             ip: 0,
+            sp: 0,
+            fp: 0,
         })
     }
 
@@ -427,6 +431,8 @@ impl Poller {
                     kind: NotifyKind::Overflow,
                     fd: entry.counter.as_raw_fd(),
                     ip: 0,
+                    sp: 0,
+                    fp: 0,
                 });
             }
             if let Some(hup) = entry.budget_hup(token) {

@@ -44,7 +44,7 @@ use std::sync::{Arc, Mutex};
 use super::budget::Budget;
 use super::queue::NotifyQueue as Queue;
 use super::registry::Registry;
-use super::siginfo::{interrupted_ip, ErrnoGuard, SigInfo};
+use super::siginfo::{interrupted_ip, interrupted_sp_fp, ErrnoGuard, SigInfo};
 use super::{Accounting, Notification, NotifyKind, Token};
 use crate::counter::Counter;
 use crate::ring::RingStats;
@@ -244,12 +244,16 @@ unsafe fn route(si: &SigInfo<'_>, ctx: *mut libc::c_void) -> bool {
     }
     let cb = e.slot.callback.load(SeqCst);
     if cb != 0 {
+        // SAFETY: `ctx` is null or the handler's third argument (caller's contract).
+        let (sp, fp) = unsafe { interrupted_sp_fp(ctx) };
         let n = Notification {
             token: Token(e.slot.token.load(SeqCst)),
             kind,
             fd: si.fd(),
             // SAFETY: `ctx` is null or the handler's third argument (caller's contract).
             ip: unsafe { interrupted_ip(ctx) },
+            sp,
+            fp,
         };
         // SAFETY: `callback` only ever holds a `Callback` stored by `attach`.
         let f: Callback = unsafe { std::mem::transmute::<usize, Callback>(cb) };

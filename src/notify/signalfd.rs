@@ -220,6 +220,8 @@ impl SignalFd {
                     },
                     fd: si.ssi_fd,
                     ip: 0,
+                    sp: 0,
+                    fp: 0,
                 });
             }
             if count < BATCH {

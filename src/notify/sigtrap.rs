@@ -152,6 +152,8 @@ unsafe fn route_trap(si: &SigInfo<'_>, ctx: *mut libc::c_void) -> bool {
             kind: NotifyKind::Overflow,
             fd: -1,
             ip: t.ip,
+            sp: t.sp,
+            fp: t.fp,
         });
     } else {
         // SAFETY: `callback` only ever holds a `TrapCallback` stored by `attach`.
