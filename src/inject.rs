@@ -13,7 +13,8 @@
 //! | `PERFRING_EVENT` | events, `;`-separated (`mem:hot:x`, `cpu-clock:u`); unset: the injector does nothing |
 //! | `PERFRING_PERIOD` / `PERFRING_FREQ` | overflow every N events / about HZ times a second (one of them) |
 //! | `PERFRING_ACTION` | actions, `,`-separated: `record`, `hook:LIB.so:SYMBOL`, `abort-at:N`, `stop-at:N` |
-//! | `PERFRING_OUTPUT` | where `record` writes JSON lines (default `perfring-inject.jsonl`) |
+//! | `PERFRING_OUTPUT` | where `record` writes (default `perfring-inject.jsonl`) |
+//! | `PERFRING_FORMAT` | `json` (lines as `perfring watch --json`) or `perf` (perf.data); default `perf` for a `*.data` output, else `json` |
 //! | `PERFRING_SIGNAL` | a real-time signal (`RTMIN+3`, `40`) instead of SIGTRAP: one counter per thread, opened at its start |
 //!
 //! This module is pure: it parses and renders, and opens nothing.
@@ -33,6 +34,8 @@ pub const ENV_FREQ: &str = "PERFRING_FREQ";
 pub const ENV_ACTION: &str = "PERFRING_ACTION";
 /// `PERFRING_OUTPUT`: the JSON-lines file of `record`.
 pub const ENV_OUTPUT: &str = "PERFRING_OUTPUT";
+/// `PERFRING_FORMAT`: `json` or `perf`, what `record` writes.
+pub const ENV_FORMAT: &str = "PERFRING_FORMAT";
 /// `PERFRING_SIGNAL`: a real-time signal to the overflowing thread instead of SIGTRAP.
 pub const ENV_SIGNAL: &str = "PERFRING_SIGNAL";
 /// The preload library's file name.
@@ -123,6 +126,63 @@ impl std::fmt::Display for Action {
     }
 }
 
+/// What `record` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RecordFormat {
+    /// JSON lines shaped like `perfring watch --json`'s overflow lines, plus `stack`,
+    /// and a summary line per process.
+    #[default]
+    Json,
+    /// `perf.data`, for `perf script` and `perf report`: each overflow a
+    /// `PERF_RECORD_SAMPLE` (ip, tid, time, period, frame-pointer callchain), with the
+    /// process's threads and mappings as `COMM` and `MMAP2` records.
+    Perf,
+}
+
+impl RecordFormat {
+    /// The format a file name implies: `perf` for `*.data` (as `perf.data`), else
+    /// `json`.
+    ///
+    /// ```
+    /// use perfring::inject::RecordFormat;
+    /// assert_eq!(RecordFormat::for_path("perf.data".as_ref()), RecordFormat::Perf);
+    /// assert_eq!(RecordFormat::for_path("out.jsonl".as_ref()), RecordFormat::Json);
+    /// ```
+    pub fn for_path(path: &std::path::Path) -> RecordFormat {
+        if path.extension().is_some_and(|e| e == "data") {
+            RecordFormat::Perf
+        } else {
+            RecordFormat::Json
+        }
+    }
+}
+
+impl FromStr for RecordFormat {
+    type Err = Error;
+
+    /// Parses `json` or `perf`.
+    fn from_str(s: &str) -> Result<RecordFormat> {
+        match s {
+            "json" => Ok(RecordFormat::Json),
+            "perf" => Ok(RecordFormat::Perf),
+            _ => Err(usage(
+                format!("format '{s}'"),
+                "unknown record format",
+                "use json (JSON lines) or perf (perf.data)",
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for RecordFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RecordFormat::Json => "json",
+            RecordFormat::Perf => "perf",
+        })
+    }
+}
+
 /// How often a counter overflows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rate {
@@ -144,6 +204,8 @@ pub struct InjectConfig {
     pub actions: Vec<Action>,
     /// The `record` output file.
     pub output: PathBuf,
+    /// What `record` writes into it.
+    pub format: RecordFormat,
     /// A real-time signal to deliver overflows with (`F_SETOWN_EX` to each thread's
     /// own counter) instead of the synchronous SIGTRAP; `None` for SIGTRAP.
     pub signal: Option<i32>,
@@ -197,6 +259,7 @@ impl InjectConfig {
         let actions: Vec<String> = self.actions.iter().map(Action::to_string).collect();
         env.push((ENV_ACTION, actions.join(",")));
         env.push((ENV_OUTPUT, self.output.display().to_string()));
+        env.push((ENV_FORMAT, self.format.to_string()));
         if let Some(sig) = self.signal {
             env.push((ENV_SIGNAL, sig.to_string()));
         }
@@ -241,10 +304,16 @@ impl InjectConfig {
             .filter(|a| !a.is_empty())
             .map(Action::from_str)
             .collect::<Result<Vec<_>>>()?;
-        let output = get(ENV_OUTPUT)
+        let output: PathBuf = get(ENV_OUTPUT)
             .filter(|o| !o.is_empty())
             .unwrap_or_else(|| DEFAULT_OUTPUT.to_string())
             .into();
+        let format = match get(ENV_FORMAT).filter(|f| !f.is_empty()) {
+            Some(f) => f.parse().map_err(|e: Error| {
+                e.with_fix("set PERFRING_FORMAT to json or perf, or unset it")
+            })?,
+            None => RecordFormat::for_path(&output),
+        };
         let signal = match get(ENV_SIGNAL).filter(|s| !s.is_empty()) {
             None => None,
             Some(s) => Some(crate::launch::signal_from_name(&s).ok_or_else(|| {
@@ -260,6 +329,7 @@ impl InjectConfig {
             rate,
             actions,
             output,
+            format,
             signal,
         };
         config.validate()?;
@@ -342,7 +412,8 @@ mod tests {
             events: vec!["mem:hot:x".into(), "cpu-clock:u".into()],
             rate: Rate::Period(100),
             actions: vec![Action::Record, Action::StopAt(5)],
-            output: "out.jsonl".into(),
+            output: "out.data".into(),
+            format: RecordFormat::Json,
             signal: Some(40),
         };
         let env = c.to_env();
@@ -362,5 +433,29 @@ mod tests {
         let e = InjectConfig::from_vars(vars(&[(ENV_EVENT, "cpu-clock"), (ENV_PERIOD, "10")]))
             .unwrap_err();
         assert!(e.to_string().contains("no action"), "{e}");
+    }
+
+    #[test]
+    fn the_format_follows_the_output_name_unless_given() {
+        let base = [
+            (ENV_EVENT, "cpu-clock"),
+            (ENV_PERIOD, "10"),
+            (ENV_ACTION, "record"),
+        ];
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let mut kv = base.to_vec();
+            kv.extend_from_slice(extra);
+            InjectConfig::from_vars(vars(&kv))
+        };
+        let format = |extra: &[(&'static str, &'static str)]| with(extra).unwrap().unwrap().format;
+        assert_eq!(format(&[]), RecordFormat::Json);
+        assert_eq!(format(&[(ENV_OUTPUT, "perf.data")]), RecordFormat::Perf);
+        assert_eq!(
+            format(&[(ENV_OUTPUT, "x.data"), (ENV_FORMAT, "json")]),
+            RecordFormat::Json
+        );
+        assert_eq!(format(&[(ENV_FORMAT, "perf")]), RecordFormat::Perf);
+        let e = with(&[(ENV_FORMAT, "pprof")]).unwrap_err();
+        assert!(e.to_string().contains("json or perf"), "{e}");
     }
 }

@@ -12,7 +12,8 @@ use serde_json::Value;
 
 /// 8 threads created after start, each calling `hot` 10,000 times and printing its
 /// tid; with `handlers`, its own SIGTRAP and SIGUSR1 handlers, which it then tests;
-/// with `clone`, one more thread made by a raw clone(2), without glibc.
+/// with `clone`, one more thread made by a raw clone(2), without glibc; with `exec`,
+/// then execs itself (plain) with `execv`; with `_exit`, ends with `_exit(7)`.
 const PROG: &str = r#"
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -82,6 +83,14 @@ int main(int argc, char **argv) {
         sigaction(SIGTRAP, NULL, &old);
         printf("traps=%d usr1=%d own=%d\n", (int)traps, (int)usr1s, old.sa_handler == on_trap);
     }
+    fflush(stdout);
+    if (argc > 1 && !strcmp(argv[1], "exec")) {
+        char *again[] = { argv[0], "plain", NULL };
+        execv("/proc/self/exe", again);
+        perror("execv");
+        return 3;
+    }
+    if (argc > 1 && !strcmp(argv[1], "_exit")) _exit(7);
     return 7;
 }
 "#;
@@ -258,7 +267,9 @@ fn program_symbols() -> BTreeMap<String, (u64, u64)> {
 }
 
 fn hex(v: &Value) -> u64 {
-    let s = v.as_str().unwrap_or_else(|| panic!("not a hex string: {v}"));
+    let s = v
+        .as_str()
+        .unwrap_or_else(|| panic!("not a hex string: {v}"));
     u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap()
 }
 
@@ -446,4 +457,125 @@ fn python_runs_unharmed_and_is_recorded() {
     );
     assert_eq!(summary["dropped"], 0);
     assert!(records.iter().all(|r| r["event"] == "cpu-clock:u"));
+}
+
+/// `perf script` of an injector's perf.data: (tid, the first three frames' symbols)
+/// per sample.
+fn perf_script_samples(dir: &Path, file: &str) -> Vec<(u64, Vec<String>)> {
+    let out = util::capture::perf(dir, &["script", "-i", file, "-F", "tid,ip,sym"]);
+    let err = util::stderr(&out);
+    assert!(out.status.success(), "perf script failed: {err}");
+    assert!(!err.contains("WARNING"), "perf script warned: {err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // A sample is a line with its tid, then one line per frame (address, symbol).
+    let mut samples: Vec<(u64, Vec<String>)> = Vec::new();
+    for l in text.lines().filter(|l| !l.trim().is_empty()) {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        match (l.starts_with(char::is_whitespace), &f[..]) {
+            (false, [tid]) => samples.push((tid.parse().expect("a tid"), Vec::new())),
+            (true, [_addr, sym, ..]) => samples
+                .last_mut()
+                .expect("a frame after a sample line")
+                .1
+                .push(sym.to_string()),
+            _ => panic!("unexpected perf script line {l:?} in:\n{text}"),
+        }
+    }
+    samples
+}
+
+#[test]
+fn record_writes_perf_data_that_perf_script_reads_exactly() {
+    let dir = util::capture::scratch("inject-perf");
+    let file = dir.join("inject.data");
+    let out = inject(
+        // `.data` picks the perf.data format.
+        &[
+            "-e",
+            "mem:hot:x",
+            "-c",
+            "100",
+            "--action",
+            "record",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+        &[program().to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(7), "{}", util::stderr(&out));
+    let samples = perf_script_samples(&dir, "inject.data");
+    let mut per_tid = BTreeMap::new();
+    for (tid, frames) in &samples {
+        *per_tid.entry(*tid).or_insert(0) += 1;
+        // perf symbolizes the ip and the frame-pointer stack: hot, called by work.
+        assert_eq!(
+            frames.get(..2),
+            Some(&["hot".to_string(), "work".to_string()][..]),
+            "{frames:?}"
+        );
+    }
+    assert_eq!(
+        per_tid,
+        printed_tids(&out),
+        "exactly 100 samples per thread"
+    );
+    // perf report attributes every sample to hot.
+    let rep = util::capture::perf(
+        &dir,
+        &[
+            "report",
+            "-i",
+            "inject.data",
+            "--stdio",
+            "--no-children",
+            "--sort",
+            "sym",
+            "-g",
+            "none",
+        ],
+    );
+    assert!(rep.status.success(), "{}", util::stderr(&rep));
+    let text = String::from_utf8_lossy(&rep.stdout);
+    assert!(text.contains("100.00%") && text.contains("hot"), "{text}");
+    assert!(
+        text.contains("of event 'mem:hot:x'") && text.contains("Samples: 800"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_exec_writes_out_what_was_buffered_before_it() {
+    // The program execs itself once its threads are done: the records of the first
+    // image must reach the file although its process image is replaced (no exit()).
+    let file = tmp("exec.jsonl");
+    let prog = program();
+    let out = inject(
+        &[
+            "-e",
+            "mem:hot:x",
+            "-c",
+            "100",
+            "--action",
+            "record",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+        &[prog.to_str().unwrap(), "exec"],
+    );
+    assert_eq!(out.status.code(), Some(7), "{}", util::stderr(&out));
+    let (records, summary) = lines(&file, false);
+    // 8 threads before the exec, 8 after: 100 records each, by tid.
+    let want = printed_tids(&out);
+    assert_eq!(want.len(), 16, "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(per_tid(&records), want);
+    // Only the image after the exec ends with a summary; it counts its own 800.
+    assert_eq!(summary["overflows"], 800, "{summary}");
+}
+
+#[test]
+fn underscore_exit_still_writes_the_records_and_the_summary() {
+    let (out, records, summary) = record_run("_exit");
+    assert_eq!(out.status.code(), Some(7), "{}", util::stderr(&out));
+    assert_eq!(per_tid(&records), printed_tids(&out));
+    assert_eq!(summary["overflows"], 800, "{summary}");
 }

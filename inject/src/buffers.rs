@@ -43,6 +43,14 @@ pub struct Entry {
     pub frames: [u64; FRAMES],
 }
 
+impl Entry {
+    /// The valid return addresses, innermost first.
+    pub fn stack(&self) -> &[u64] {
+        let n = (self.nframes as usize).min(FRAMES);
+        &self.frames[..n]
+    }
+}
+
 /// One thread's buffer.
 pub struct Slot {
     /// The owning thread, 0 when free.

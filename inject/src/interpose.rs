@@ -11,12 +11,20 @@
 //!   (`si_code != TRAP_PERF`) is passed to, and the program is told the handler it
 //!   installed before, as if nothing stood between.
 //!
+//! - `execve`, `execv`, `execvp`, `execvpe`, `fexecve`: the counters stop and every
+//!   buffered record is written out before the process image is replaced (they
+//!   restart if the exec fails). The variadic `execl*` cannot be interposed from
+//!   Rust; glibc builds them on its internal `execve`, so records buffered at such an
+//!   exec (under 10 ms worth) are lost.
+//! - `_exit`, `_Exit`: the same end as `exit()` (counters stopped, buffers written,
+//!   the summary), which `_exit` would skip.
+//!
 //! # Safety
 //! The forwarding calls pass the caller's arguments unchanged to the real function of
 //! the same signature. `sigaction` may be called in signal context: its SIGTRAP path
 //! only uses atomics and `write(2)`.
 
-use std::ffi::{c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
 
 use perfring::notify::Sigtrap;
@@ -36,6 +44,13 @@ type Signal = unsafe extern "C" fn(c_int, libc::sighandler_t) -> libc::sighandle
 static REAL_PTHREAD_CREATE: AtomicUsize = AtomicUsize::new(0);
 static REAL_SIGACTION: AtomicUsize = AtomicUsize::new(0);
 static REAL_SIGNAL: AtomicUsize = AtomicUsize::new(0);
+static REAL_EXECVE: AtomicUsize = AtomicUsize::new(0);
+static REAL_EXECV: AtomicUsize = AtomicUsize::new(0);
+static REAL_EXECVP: AtomicUsize = AtomicUsize::new(0);
+static REAL_EXECVPE: AtomicUsize = AtomicUsize::new(0);
+static REAL_FEXECVE: AtomicUsize = AtomicUsize::new(0);
+static REAL_EXIT: AtomicUsize = AtomicUsize::new(0);
+static REAL_UEXIT: AtomicUsize = AtomicUsize::new(0);
 static TOLD: AtomicBool = AtomicBool::new(false);
 
 /// The next definition of `name` after this library (0 if none).
@@ -55,6 +70,13 @@ pub(crate) fn resolve() {
     next(&REAL_PTHREAD_CREATE, c"pthread_create");
     next(&REAL_SIGACTION, c"sigaction");
     next(&REAL_SIGNAL, c"signal");
+    next(&REAL_EXECVE, c"execve");
+    next(&REAL_EXECV, c"execv");
+    next(&REAL_EXECVP, c"execvp");
+    next(&REAL_EXECVPE, c"execvpe");
+    next(&REAL_FEXECVE, c"fexecve");
+    next(&REAL_EXIT, c"_exit");
+    next(&REAL_UEXIT, c"_Exit");
 }
 
 /// The real `sigaction`, bypassing the interposer.
@@ -307,4 +329,124 @@ pub unsafe extern "C" fn signal(sig: c_int, handler: libc::sighandler_t) -> libc
     let (old, _) = chained_for_program();
     chain(handler, libc::SA_RESTART);
     old
+}
+
+type Argv = *const *const c_char;
+
+/// Runs `exec` (the real function, called with the caller's arguments) between
+/// [`crate::before_exec`] and, if it returns (the exec failed),
+/// [`crate::after_failed_exec`], keeping the exec's `errno`.
+fn around_exec(cache: &AtomicUsize, name: &CStr, exec: impl FnOnce(usize) -> c_int) -> c_int {
+    let f = next(cache, name);
+    if f == 0 {
+        // SAFETY: errno is this thread's.
+        unsafe { *libc::__errno_location() = libc::ENOSYS };
+        return -1;
+    }
+    let stopped = crate::before_exec();
+    let r = exec(f);
+    if stopped {
+        // SAFETY: errno is this thread's.
+        let errno = unsafe { *libc::__errno_location() };
+        crate::after_failed_exec();
+        // SAFETY: as above.
+        unsafe { *libc::__errno_location() = errno };
+    }
+    r
+}
+
+/// `execve`, interposed: see the module docs.
+///
+/// # Safety
+/// As `execve(2)`.
+#[no_mangle]
+pub unsafe extern "C" fn execve(path: *const c_char, argv: Argv, envp: Argv) -> c_int {
+    around_exec(&REAL_EXECVE, c"execve", |f| {
+        type F = unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int;
+        // SAFETY: dlsym found libc's `execve`, of this signature; the caller's
+        // arguments, unchanged.
+        unsafe { std::mem::transmute::<usize, F>(f)(path, argv, envp) }
+    })
+}
+
+/// `execv`, interposed: see the module docs.
+///
+/// # Safety
+/// As `execv(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn execv(path: *const c_char, argv: Argv) -> c_int {
+    around_exec(&REAL_EXECV, c"execv", |f| {
+        type F = unsafe extern "C" fn(*const c_char, Argv) -> c_int;
+        // SAFETY: dlsym found libc's `execv`, of this signature; the caller's
+        // arguments, unchanged.
+        unsafe { std::mem::transmute::<usize, F>(f)(path, argv) }
+    })
+}
+
+/// `execvp`, interposed: see the module docs.
+///
+/// # Safety
+/// As `execvp(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn execvp(file: *const c_char, argv: Argv) -> c_int {
+    around_exec(&REAL_EXECVP, c"execvp", |f| {
+        type F = unsafe extern "C" fn(*const c_char, Argv) -> c_int;
+        // SAFETY: dlsym found libc's `execvp`, of this signature; the caller's
+        // arguments, unchanged.
+        unsafe { std::mem::transmute::<usize, F>(f)(file, argv) }
+    })
+}
+
+/// `execvpe`, interposed: see the module docs.
+///
+/// # Safety
+/// As `execvpe(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn execvpe(file: *const c_char, argv: Argv, envp: Argv) -> c_int {
+    around_exec(&REAL_EXECVPE, c"execvpe", |f| {
+        type F = unsafe extern "C" fn(*const c_char, Argv, Argv) -> c_int;
+        // SAFETY: dlsym found libc's `execvpe`, of this signature; the caller's
+        // arguments, unchanged.
+        unsafe { std::mem::transmute::<usize, F>(f)(file, argv, envp) }
+    })
+}
+
+/// `fexecve`, interposed: see the module docs.
+///
+/// # Safety
+/// As `fexecve(3)`.
+#[no_mangle]
+pub unsafe extern "C" fn fexecve(fd: c_int, argv: Argv, envp: Argv) -> c_int {
+    around_exec(&REAL_FEXECVE, c"fexecve", |f| {
+        type F = unsafe extern "C" fn(c_int, Argv, Argv) -> c_int;
+        // SAFETY: dlsym found libc's `fexecve`, of this signature; the caller's
+        // arguments, unchanged.
+        unsafe { std::mem::transmute::<usize, F>(f)(fd, argv, envp) }
+    })
+}
+
+/// Ends the process as `exit()` would have for the injector, then as `_exit`.
+fn end(cache: &AtomicUsize, name: &CStr, status: c_int) -> ! {
+    crate::at_exit();
+    let f = next(cache, name);
+    if f != 0 {
+        type F = unsafe extern "C" fn(c_int) -> !;
+        // SAFETY: dlsym found libc's `_exit`/`_Exit`, of this signature.
+        unsafe { std::mem::transmute::<usize, F>(f)(status) }
+    }
+    // SAFETY: exit_group ends the process; it does not return.
+    unsafe { libc::syscall(libc::SYS_exit_group, status) };
+    unreachable!("exit_group returned")
+}
+
+/// `_exit`, interposed: see the module docs.
+#[no_mangle]
+pub extern "C" fn _exit(status: c_int) -> ! {
+    end(&REAL_EXIT, c"_exit", status)
+}
+
+/// `_Exit`, interposed: see the module docs.
+#[no_mangle]
+pub extern "C" fn _Exit(status: c_int) -> ! {
+    end(&REAL_UEXIT, c"_Exit", status)
 }

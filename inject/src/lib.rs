@@ -47,13 +47,13 @@ use std::panic::catch_unwind;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Mutex, OnceLock};
 
+use perfring::event::{Access, Kind};
 use perfring::inject::{Action, InjectConfig, Rate};
 use perfring::notify::signal::Handler;
 use perfring::notify::sigtrap::{SigtrapInfo, TrapHandler};
 use perfring::notify::{
     Notification, NotifyKind, SignalCounter, Sigtrap, SigtrapCounter, ThreadSignal, Token,
 };
-use perfring::event::{Access, Kind};
 use perfring::symbols::{self, TargetImage};
 use perfring::{Builder, Counter, SampleType};
 
@@ -469,7 +469,7 @@ fn start() -> Result<(), String> {
     if record {
         // Before the counters: the writer thread is not one of the program's and must
         // not inherit them.
-        writer::start(&config.output)?;
+        writer::start(st, &config.output, config.format)?;
     }
     note_thread();
     if st.signal.is_some() {
@@ -517,26 +517,60 @@ fn arm_sigtrap(st: &State) -> Result<(), String> {
     Ok(())
 }
 
-/// At `exit()`: stop the counters, let the writer drain every buffer, write the
-/// summary. A forked child (which has no writer thread) does nothing.
-extern "C" fn at_exit() {
+/// Enables or disables every counter of the process (in sigtrap mode the parent's
+/// switch covers every inherited child counter too).
+fn set_counters(on: bool) {
+    let set = |c: &Counter| {
+        let _ = if on { c.enable() } else { c.disable() };
+    };
+    if let Ok(counters) = COUNTERS.lock() {
+        counters.iter().for_each(|c| set(c.counter()));
+    }
+    if let Ok(counters) = THREAD_COUNTERS.lock() {
+        counters.iter().for_each(|(_, c)| set(c.counter()));
+    }
+}
+
+/// Whether this is the armed process itself (not a forked or vforked child, which
+/// shares its memory or a copy of it but has no writer thread).
+fn is_armed_process() -> Option<&'static State> {
+    let st = STATE.get()?;
+    // SAFETY: getpid has no preconditions.
+    (ARMED.load(SeqCst) && unsafe { libc::getpid() } == st.pid).then_some(st)
+}
+
+/// Before this process image `exec`s: stop the counters and write out every record
+/// still buffered, which the exec would discard. Returns whether it stopped them, so
+/// that [`after_failed_exec`] restarts them. Normal context.
+pub(crate) fn before_exec() -> bool {
+    let r = catch_unwind(|| {
+        if is_armed_process().is_none() || EXITED.load(SeqCst) {
+            return false;
+        }
+        set_counters(false);
+        writer::flush_now();
+        true
+    });
+    r.unwrap_or(false)
+}
+
+/// The exec failed and the program goes on: count again.
+pub(crate) fn after_failed_exec() {
+    let _ = catch_unwind(|| set_counters(true));
+}
+
+/// Whether [`at_exit`] ran.
+static EXITED: AtomicBool = AtomicBool::new(false);
+
+/// At `exit()` (and at `_exit`, interposed): stop the counters, let the writer drain
+/// every buffer, write the summary. A forked child (which has no writer thread) does
+/// nothing; so does a second call.
+pub(crate) extern "C" fn at_exit() {
     let _ = catch_unwind(|| {
-        let Some(st) = STATE.get() else { return };
-        // SAFETY: getpid has no preconditions.
-        if unsafe { libc::getpid() } != st.pid {
+        if is_armed_process().is_none() || EXITED.swap(true, SeqCst) {
             return;
         }
-        if let Ok(counters) = COUNTERS.lock() {
-            for c in counters.iter() {
-                // Disabling the parent disables every inherited child counter too.
-                let _ = c.counter().disable();
-            }
-        }
-        if let Ok(counters) = THREAD_COUNTERS.lock() {
-            for (_, c) in counters.iter() {
-                let _ = c.counter().disable();
-            }
-        }
+        set_counters(false);
         writer::finish(TOTAL.load(SeqCst));
     });
 }

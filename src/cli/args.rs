@@ -575,10 +575,10 @@ fn duration(p: &mut Parser, flag: &str) -> Result<std::time::Duration, Failure> 
 }
 
 fn parse_inject(p: &mut Parser) -> Result<Command, Failure> {
-    use perfring::inject::{Action, InjectConfig, Rate, DEFAULT_OUTPUT};
+    use perfring::inject::{Action, InjectConfig, Rate, RecordFormat, DEFAULT_OUTPUT};
     let (mut events, mut period, mut freq) = (Vec::new(), None, None);
     let (mut actions, mut output, mut command) = (Vec::new(), None, Vec::new());
-    let mut signal = None;
+    let (mut signal, mut format) = (None, None);
     while let Some(flag) = next(p)? {
         let long = match &flag {
             Flag::Long(l) => l.as_str(),
@@ -593,6 +593,10 @@ fn parse_inject(p: &mut Parser) -> Result<Command, Failure> {
                 actions.push(a.parse::<Action>().map_err(Failure::Input)?);
             }
             (Flag::Short('o'), _) | (_, "output") => output = Some(string(p, "-o")?),
+            (_, "format") => {
+                let f = string(p, "--format")?;
+                format = Some(f.parse::<RecordFormat>().map_err(Failure::Input)?);
+            }
             (_, "signal") => {
                 let s = string(p, "--signal")?;
                 let sig = perfring::launch::signal_from_name(&s).ok_or_else(|| {
@@ -625,11 +629,13 @@ fn parse_inject(p: &mut Parser) -> Result<Command, Failure> {
         (None, Some(hz)) => Rate::Frequency(hz),
         (None, None) => return Err(usage("inject: give a period (-c N) or a frequency (-F HZ)")),
     };
+    let output: std::path::PathBuf = output.unwrap_or_else(|| DEFAULT_OUTPUT.to_string()).into();
     let config = InjectConfig {
         events,
         rate,
         actions,
-        output: output.unwrap_or_else(|| DEFAULT_OUTPUT.to_string()).into(),
+        format: format.unwrap_or_else(|| RecordFormat::for_path(&output)),
+        output,
         signal,
     };
     config.validate().map_err(Failure::Input)?;

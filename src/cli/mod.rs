@@ -146,7 +146,7 @@ thread (the main one, pthread_create'd and raw clone'd ones) gets its own counte
 that raises a synchronous SIGTRAP in that thread on each overflow, where the
 actions run, in signal context.
 
-Usage: perfring inject -e EVENT... (-c N | -F HZ) --action ACTION... [-o FILE] [--signal SIG] -- COMMAND...
+Usage: perfring inject -e EVENT... (-c N | -F HZ) --action ACTION... [-o FILE] [--format F] [--signal SIG] -- COMMAND...
 
 Options:
   -e, --event EVENT    Event, resolved inside the program: mem:SYMBOL:x (its own
@@ -155,12 +155,15 @@ Options:
   -F, --freq HZ        About HZ overflows a second
       --action ACTION  What to do on each overflow (repeatable):
                          record              ip, tid, time and frame-pointer stack, written
-                                             as JSON lines (as watch --json) to FILE
+                                             to FILE as JSON lines (as watch --json) or
+                                             perf.data (--format)
                          hook:LIB.so:SYMBOL  call void SYMBOL(const perfring_overflow *,
                                              void *) from LIB.so (async-signal-safe code!)
                          abort-at:N          abort (core dump) at the Nth overflow
                          stop-at:N           SIGSTOP the program at the Nth overflow
   -o, --output FILE    Where record writes (default perfring-inject.jsonl; truncated)
+      --format F       json or perf (perf.data, for perf script/report); default
+                       perf for a FILE ending in .data, else json
       --signal SIG     Deliver overflows as real-time signal SIG (RTMIN+3) to each
                        thread's own counter, opened as the thread starts, instead of
                        SIGTRAP; threads from a raw clone are then not covered
@@ -169,7 +172,7 @@ Options:
 The program's own SIGTRAP handlers keep working: perfring's handler stays and passes
 every SIGTRAP that is not an overflow on to them. Without perfring, the same runs
 with LD_PRELOAD=libperfring_inject.so and PERFRING_EVENT, PERFRING_PERIOD (or
-PERFRING_FREQ), PERFRING_ACTION, PERFRING_OUTPUT (see the README).
+PERFRING_FREQ), PERFRING_ACTION, PERFRING_OUTPUT, PERFRING_FORMAT (see the README).
 
 Exit status: the command's (128 + N if killed by signal N); 125 if the injector
 could not arm (its message says why); 1 or 2 if perfring itself failed.
