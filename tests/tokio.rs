@@ -171,3 +171,67 @@ async fn nothing_happens_so_nothing_arrives() {
     assert_eq!((n.token, n.kind), (Token(0), NotifyKind::Overflow));
     assert_eq!(p.poller().accounting(Token(0)).unwrap().samples, 1);
 }
+
+static INTERRUPTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn count_interrupt(_: libc::c_int) {
+    // Async-signal-safe: one atomic add.
+    INTERRUPTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The runtime's thread takes a storm of signals whose handler has no `SA_RESTART`,
+/// so any blocking call of the reactor or of the driver would fail with `EINTR`:
+/// still exactly 100 samples and the thread's exit, through `next_batch`. (The driver
+/// only ever asks epoll with a zero timeout, which never fails with `EINTR`; tokio's
+/// own `epoll_wait` retries.)
+#[tokio::test(flavor = "current_thread")]
+async fn a_signal_storm_on_the_runtime_thread_loses_nothing() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    // SAFETY: an all-zero sigaction is valid (empty mask, no flags: no SA_RESTART).
+    let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
+    act.sa_sigaction = count_interrupt as extern "C" fn(libc::c_int) as usize;
+    // SAFETY: `act` is valid and its handler async-signal-safe and 'static.
+    let r = unsafe { libc::sigaction(libc::SIGUSR2, &act, std::ptr::null_mut()) };
+    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+    // SAFETY: pthread_self has no preconditions.
+    let me = unsafe { libc::pthread_self() } as usize;
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let storm = std::thread::spawn(move || {
+        while !stop2.load(Ordering::Relaxed) {
+            // SAFETY: this (the runtime's) thread lives until the storm is joined below.
+            unsafe { libc::pthread_kill(me as libc::pthread_t, libc::SIGUSR2) };
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    });
+    let before = INTERRUPTS.load(Ordering::Relaxed);
+    // Begin once the storm is under way (a busy machine may schedule it late).
+    while INTERRUPTS.load(Ordering::Relaxed) == before {
+        std::thread::yield_now();
+    }
+    let (mut p, go, h) = thread_calling_target(100);
+    go.send(()).unwrap();
+    let (mut samples, mut hups) = (0u64, 0u64);
+    let mut events = Vec::new();
+    while hups == 0 {
+        tokio::time::timeout(
+            PATIENCE,
+            p.next_batch(&mut events, |_, rec| {
+                samples += u64::from(rec.kind() == sys::PERF_RECORD_SAMPLE);
+            }),
+        )
+        .await
+        .expect("a batch within the patience: no wake-up lost to EINTR")
+        .unwrap();
+        hups += events.iter().filter(|e| e.kind == NotifyKind::Hup).count() as u64;
+    }
+    stop.store(true, Ordering::Relaxed);
+    storm.join().unwrap();
+    h.join().unwrap();
+    let signals = INTERRUPTS.load(Ordering::Relaxed) - before;
+    assert!(signals > 0, "the storm reached the runtime's thread");
+    assert_eq!((samples, hups), (100, 1));
+    let a = p.poller().accounting(Token(1)).unwrap();
+    assert_eq!((a.samples, a.lost, a.hups), (100, 0, 1));
+}
