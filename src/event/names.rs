@@ -112,17 +112,22 @@ fn cache_names() -> impl Iterator<Item = String> {
     })
 }
 
-/// All symbolic names the parser knows without sysfs.
-pub(super) fn all_symbolic() -> Vec<String> {
-    HARDWARE
-        .iter()
-        .map(|(n, _)| n.to_string())
-        .chain(SOFTWARE.iter().map(|(n, _)| n.to_string()))
-        .chain(cache_names())
-        .collect()
+/// All symbolic names the parser knows without sysfs (built once).
+pub(super) fn all_symbolic() -> &'static [String] {
+    static ALL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    ALL.get_or_init(|| {
+        HARDWARE
+            .iter()
+            .map(|(n, _)| n.to_string())
+            .chain(SOFTWARE.iter().map(|(n, _)| n.to_string()))
+            .chain(cache_names())
+            .collect()
+    })
 }
 
-/// Levenshtein distance over chars, ASCII case-insensitively.
+/// Levenshtein distance over chars, ASCII case-insensitively: the plain definition,
+/// which the tests hold [`distance_within`] to.
+#[cfg(test)]
 pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().map(|c| c.to_ascii_lowercase()).collect();
     let b: Vec<char> = b.chars().map(|c| c.to_ascii_lowercase()).collect();
@@ -141,28 +146,73 @@ pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
 
 /// Up to three candidates closest to `word`, nearest first, within a distance that
 /// grows with the word's length.
+///
+/// This runs on every event string that fails to parse, against every known name, so
+/// it skips what cannot be near (a length differing by more than the limit) and stops
+/// a comparison as soon as its row passes the limit, reusing two rows for all.
 pub(crate) fn closest<'a>(
     word: &str,
     candidates: impl IntoIterator<Item = &'a str>,
 ) -> Vec<&'a str> {
+    let word: Vec<char> = word.chars().map(|c| c.to_ascii_lowercase()).collect();
     // Comparing a huge input against every name would be slow and pointless.
-    if word.chars().count() > 64 {
+    if word.len() > 64 {
         return Vec::new();
     }
-    let limit = (word.chars().count() / 3).max(2);
+    let limit = (word.len() / 3).max(2);
+    let (mut prev, mut cur) = (Vec::new(), Vec::new());
     let mut scored: Vec<(usize, &str)> = candidates
         .into_iter()
-        .map(|c| (edit_distance(word, c), c))
-        .filter(|(d, _)| *d <= limit)
+        .filter(|c| c.chars().count().abs_diff(word.len()) <= limit)
+        .filter_map(|c| Some((distance_within(&word, c, limit, &mut prev, &mut cur)?, c)))
         .collect();
     scored.sort();
     scored.dedup_by(|a, b| a.1 == b.1);
     scored.into_iter().take(3).map(|(_, c)| c).collect()
 }
 
+/// [`edit_distance`] of the lowercased `a` and `b` if it is at most `limit`, else
+/// `None` (found as soon as a whole row exceeds `limit`: distances never shrink down
+/// the rows). `prev` and `cur` are scratch rows.
+fn distance_within(
+    a: &[char],
+    b: &str,
+    limit: usize,
+    prev: &mut Vec<usize>,
+    cur: &mut Vec<usize>,
+) -> Option<usize> {
+    let n = b.chars().count();
+    prev.clear();
+    prev.extend(0..=n);
+    cur.clear();
+    cur.resize(n + 1, 0);
+    for (i, ca) in a.iter().enumerate() {
+        cur[0] = i + 1;
+        let mut row_min = cur[0];
+        for (j, cb) in b.chars().map(|c| c.to_ascii_lowercase()).enumerate() {
+            let sub = prev[j] + usize::from(*ca != cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+            row_min = row_min.min(cur[j + 1]);
+        }
+        if row_min > limit {
+            return None;
+        }
+        std::mem::swap(prev, cur);
+    }
+    Some(prev[n]).filter(|&d| d <= limit)
+}
+
 /// "did you mean 'a', 'b' or 'c'?", or `None` when nothing is close.
 pub(crate) fn did_you_mean(word: &str, candidates: &[String]) -> Option<String> {
-    let near = closest(word, candidates.iter().map(String::as_str));
+    did_you_mean_of(word, candidates.iter().map(String::as_str))
+}
+
+/// As [`did_you_mean`], over any candidates.
+pub(crate) fn did_you_mean_of<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
+    let near = closest(word, candidates);
     let quoted: Vec<String> = near.iter().map(|n| format!("'{n}'")).collect();
     match quoted.as_slice() {
         [] => None,
@@ -185,12 +235,22 @@ mod tests {
             ("abc", "", 3),
         ] {
             assert_eq!(edit_distance(a, b), d, "{a} vs {b}");
+            let a: Vec<char> = a.chars().map(|c| c.to_ascii_lowercase()).collect();
+            let (mut p, mut c) = (Vec::new(), Vec::new());
+            for limit in 0..5 {
+                let within = distance_within(&a, b, limit, &mut p, &mut c);
+                assert_eq!(
+                    within,
+                    Some(d).filter(|&d| d <= limit),
+                    "{a:?} vs {b} within {limit}"
+                );
+            }
         }
     }
 
     #[test]
     fn suggestions() {
-        let all = all_symbolic();
+        let all = all_symbolic().to_vec();
         assert_eq!(
             did_you_mean("cpu-clok", &all).as_deref(),
             Some("did you mean 'cpu-clock'?")

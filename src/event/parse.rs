@@ -179,9 +179,11 @@ impl<'a> Parser<'a> {
     }
 
     fn unknown_event(&self, word: &str, span: Range<usize>) -> Error {
-        let mut known = names::all_symbolic();
-        known.extend(self.sysfs.all_aliases());
-        let fix = did_you_mean(word, &known)
+        let known = names::all_symbolic()
+            .iter()
+            .chain(self.sysfs.all_aliases())
+            .map(String::as_str);
+        let fix = names::did_you_mean_of(word, known)
             .unwrap_or_else(|| "see perf list for the events this machine has".into());
         self.err(span, format!("unknown event '{word}'"), Some(fix))
     }

@@ -6,6 +6,7 @@
 use std::fmt;
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -24,11 +25,26 @@ use crate::error::{Error, ErrorKind, Result};
 /// assert_eq!(e.to_string(), "cpu-clock:u");
 /// # Ok::<(), perfring::Error>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// A `Sysfs` lists the PMU names and their event names once and keeps the lists (they
+/// are read on every failed parse, for suggestions): make a new one to see PMUs that
+/// appeared since.
+#[derive(Debug, Clone)]
 pub struct Sysfs {
     root: PathBuf,
     tracefs: Option<PathBuf>,
+    pmu_names: OnceLock<Vec<String>>,
+    aliases: OnceLock<Vec<String>>,
 }
+
+impl PartialEq for Sysfs {
+    /// The same tree (what was read from it is a cache).
+    fn eq(&self, other: &Sysfs) -> bool {
+        self.root == other.root && self.tracefs == other.tracefs
+    }
+}
+
+impl Eq for Sysfs {}
 
 impl Default for Sysfs {
     /// The running system's sysfs, at `/`.
@@ -52,6 +68,8 @@ impl Sysfs {
         Sysfs {
             root: root.into(),
             tracefs: None,
+            pmu_names: OnceLock::new(),
+            aliases: OnceLock::new(),
         }
     }
 
@@ -82,16 +100,22 @@ impl Sysfs {
             .find(|p| p.join("events").is_dir())
     }
 
-    /// The names of the PMUs present, sorted.
+    /// The names of the PMUs present, sorted (as first listed by this `Sysfs`).
     pub fn pmu_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = fs::read_dir(self.devices())
-            .into_iter()
-            .flatten()
-            .flatten()
-            .filter_map(|e| e.file_name().into_string().ok())
-            .collect();
-        names.sort();
-        names
+        self.pmu_list().to_vec()
+    }
+
+    fn pmu_list(&self) -> &[String] {
+        self.pmu_names.get_or_init(|| {
+            let mut names: Vec<String> = fs::read_dir(self.devices())
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect();
+            names.sort();
+            names
+        })
     }
 
     /// The PMUs whose `events/` folder names an event `alias`, sorted.
@@ -99,25 +123,28 @@ impl Sysfs {
         if !safe_component(alias) {
             return Vec::new();
         }
-        self.pmu_names()
-            .into_iter()
-            .filter(|p| {
+        self.pmu_list()
+            .iter()
+            .filter(|&p| {
                 safe_component(p) && self.devices().join(p).join("events").join(alias).is_file()
             })
+            .cloned()
             .collect()
     }
 
-    /// Every PMU event name in sysfs (for suggestions).
-    pub(super) fn all_aliases(&self) -> Vec<String> {
-        let mut all: Vec<String> = self
-            .pmu_names()
-            .iter()
-            .filter_map(|p| self.pmu(p).ok())
-            .flat_map(|p| p.alias_names())
-            .collect();
-        all.sort();
-        all.dedup();
-        all
+    /// Every PMU event name in sysfs (for suggestions), sorted, read once.
+    pub(super) fn all_aliases(&self) -> &[String] {
+        self.aliases.get_or_init(|| {
+            let mut all: Vec<String> = self
+                .pmu_list()
+                .iter()
+                .filter_map(|p| self.pmu(p).ok())
+                .flat_map(|p| p.alias_names())
+                .collect();
+            all.sort();
+            all.dedup();
+            all
+        })
     }
 
     /// Reads PMU `name`: its type and format terms.
