@@ -5,7 +5,7 @@ use std::fmt::Write;
 use perfring::counter::diagnose::paranoid_meaning;
 use perfring::doctor::{MemlockLimit, Report};
 
-use super::json::Json;
+use super::json::{self, Json};
 
 fn opt_int(v: Option<i64>) -> String {
     v.map_or_else(|| "unknown".into(), |v| v.to_string())
@@ -68,16 +68,16 @@ pub fn table(r: &Report) -> String {
 
 /// The report as one JSON object.
 pub fn json(r: &Report) -> Json {
-    let int = |v: Option<i64>| Json::opt(v, Json::Int);
-    let memlock = Json::opt(r.memlock, |m| {
+    let int = |v: Option<i64>| json::opt(v, Json::from);
+    let memlock = json::opt(r.memlock, |m| {
         // null means unlimited.
-        Json::object([
-            ("soft", Json::opt(m.soft, Json::Uint)),
-            ("hard", Json::opt(m.hard, Json::Uint)),
+        json::object([
+            ("soft", json::opt(m.soft, Json::from)),
+            ("hard", json::opt(m.hard, Json::from)),
         ])
     });
-    Json::object([
-        ("kernel", Json::str(r.kernel.clone())),
+    json::object([
+        ("kernel", json::str(r.kernel.clone())),
         ("paranoid", int(r.paranoid)),
         ("max_sample_rate", int(r.max_sample_rate)),
         ("cpu_time_max_percent", int(r.cpu_time_max_percent)),
@@ -87,9 +87,9 @@ pub fn json(r: &Report) -> Json {
                 r.pmus
                     .iter()
                     .map(|p| {
-                        Json::object([
-                            ("name", Json::str(p.name.clone())),
-                            ("type", Json::Uint(p.type_.into())),
+                        json::object([
+                            ("name", json::str(p.name.clone())),
+                            ("type", Json::from(p.type_)),
                         ])
                     })
                     .collect(),
@@ -99,12 +99,12 @@ pub fn json(r: &Report) -> Json {
         ("memlock_rlimit", memlock),
         (
             "checks",
-            Json::object(r.checks.iter().map(|(name, c)| {
+            json::object(r.checks.iter().map(|(name, c)| {
                 (
                     *name,
-                    Json::object([
+                    json::object([
                         ("ok", Json::Bool(c.ok)),
-                        ("detail", Json::str(c.detail.clone())),
+                        ("detail", json::str(c.detail.clone())),
                     ]),
                 )
             })),

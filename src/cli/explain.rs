@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use perfring::{sys, Builder, ReadFormat, SampleType, Target};
 
-use super::json::Json;
+use super::json::{self, Json};
 
 /// How a field's value is shown.
 #[derive(Debug, Clone, PartialEq)]
@@ -347,20 +347,20 @@ pub fn json(fields: &[Field]) -> Json {
     let mut pairs: Vec<(String, Json)> = Vec::new();
     for f in fields {
         match &f.value {
-            Value::Dec(n) | Value::Hex(n) => pairs.push((f.name.into(), Json::Uint(*n))),
-            Value::Signed(n) => pairs.push((f.name.into(), Json::Int(*n))),
+            Value::Dec(n) | Value::Hex(n) => pairs.push((f.name.into(), Json::from(*n))),
+            Value::Signed(n) => pairs.push((f.name.into(), Json::from(*n))),
             Value::Named(n, name) => {
-                pairs.push((f.name.into(), Json::Uint(*n)));
-                pairs.push((format!("{}_name", f.name), Json::str(name.clone())));
+                pairs.push((f.name.into(), Json::from(*n)));
+                pairs.push((format!("{}_name", f.name), json::str(name.clone())));
             }
             Value::Flags(n, names) => {
-                pairs.push((f.name.into(), Json::Uint(*n)));
+                pairs.push((f.name.into(), Json::from(*n)));
                 pairs.push((
                     format!("{}_names", f.name),
-                    Json::Array(names.iter().cloned().map(Json::Str).collect()),
+                    Json::Array(names.iter().cloned().map(Json::String).collect()),
                 ));
             }
         }
     }
-    Json::Object(pairs)
+    Json::Object(pairs.into_iter().collect())
 }

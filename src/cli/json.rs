@@ -1,109 +1,41 @@
-//! A tiny JSON writer: the CLI's wire format, and nothing else.
-//!
-//! Values are built as a [`Json`] tree and written compactly in one go; object keys
-//! keep their insertion order. Strings are escaped per RFC 8259: `"` and `\`, the
-//! control characters below U+0020 (short forms where JSON has them, `\u00XX`
-//! otherwise); everything else, non-ASCII included, is written as UTF-8.
+//! The CLI's JSON values: `serde_json`'s [`Value`](serde_json::Value) (with
+//! `preserve_order`, so objects keep the order their keys were given in), and the few
+//! constructors the output code uses. Lines are written with `to_string()`: compact.
 
-use std::fmt::Write;
+use serde_json::{Map, Value};
 
 /// A JSON value.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Json {
-    Null,
-    Bool(bool),
-    Uint(u64),
-    Int(i64),
-    /// A number with a fraction; NaN and infinities (not JSON) are written as `null`.
-    Float(f64),
-    Str(String),
-    Array(Vec<Json>),
-    Object(Vec<(String, Json)>),
+pub type Json = Value;
+
+/// An object from `(key, value)` pairs, in order.
+pub fn object<K: Into<String>>(pairs: impl IntoIterator<Item = (K, Json)>) -> Json {
+    Value::Object(
+        pairs
+            .into_iter()
+            .map(|(k, v)| (k.into(), v))
+            .collect::<Map<_, _>>(),
+    )
 }
 
-impl Json {
-    /// An object from `(key, value)` pairs, in order.
-    pub fn object<K: Into<String>>(pairs: impl IntoIterator<Item = (K, Json)>) -> Json {
-        Json::Object(pairs.into_iter().map(|(k, v)| (k.into(), v)).collect())
-    }
-
-    /// A string value.
-    pub fn str(s: impl Into<String>) -> Json {
-        Json::Str(s.into())
-    }
-
-    /// `value`, or `null` for `None`.
-    pub fn opt<T>(value: Option<T>, f: impl FnOnce(T) -> Json) -> Json {
-        value.map_or(Json::Null, f)
-    }
-
-    /// The compact text of this value.
-    pub fn render(&self) -> String {
-        let mut out = String::new();
-        self.write_to(&mut out);
-        out
-    }
-
-    fn write_to(&self, out: &mut String) {
-        match self {
-            Json::Null => out.push_str("null"),
-            Json::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-            Json::Uint(n) => {
-                let _ = write!(out, "{n}");
-            }
-            Json::Int(n) => {
-                let _ = write!(out, "{n}");
-            }
-            Json::Float(x) if x.is_finite() => {
-                let _ = write!(out, "{x}");
-            }
-            Json::Float(_) => out.push_str("null"),
-            Json::Str(s) => write_string(out, s),
-            Json::Array(items) => {
-                out.push('[');
-                for (i, item) in items.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    item.write_to(out);
-                }
-                out.push(']');
-            }
-            Json::Object(pairs) => {
-                out.push('{');
-                for (i, (key, value)) in pairs.iter().enumerate() {
-                    if i > 0 {
-                        out.push(',');
-                    }
-                    write_string(out, key);
-                    out.push(':');
-                    value.write_to(out);
-                }
-                out.push('}');
-            }
-        }
-    }
+/// A string value.
+pub fn str(s: impl Into<String>) -> Json {
+    Value::String(s.into())
 }
 
-/// Writes `s` as a quoted, escaped JSON string.
-fn write_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
+/// `value`, or `null` for `None`.
+pub fn opt<T>(value: Option<T>, f: impl FnOnce(T) -> Json) -> Json {
+    value.map_or(Value::Null, f)
+}
+
+/// A number with a fraction, written as an integer when it has none (`7`, not `7.0`,
+/// as the CLI always wrote it); NaN and infinities (not JSON) are `null`.
+pub fn float(x: f64) -> Json {
+    const EXACT: f64 = (1u64 << 53) as f64;
+    if x.is_finite() && x.fract() == 0.0 && x.abs() < EXACT {
+        Value::from(x as i64)
+    } else {
+        Value::from(x)
     }
-    out.push('"');
 }
 
 #[cfg(test)]
@@ -111,7 +43,7 @@ mod tests {
     use super::*;
 
     fn s(text: &str) -> String {
-        Json::str(text).render()
+        str(text).to_string()
     }
 
     #[test]
@@ -127,22 +59,25 @@ mod tests {
 
     #[test]
     fn values_render_compactly_in_order() {
-        let v = Json::object([
-            ("z", Json::Uint(u64::MAX)),
-            ("a", Json::Int(-1)),
+        let v = object([
+            ("z", Json::from(u64::MAX)),
+            ("a", Json::from(-1i64)),
             ("n", Json::Null),
             ("b", Json::Bool(false)),
-            ("list", Json::Array(vec![Json::Bool(true), Json::str("x")])),
-            ("empty", Json::object(Vec::<(String, Json)>::new())),
+            ("list", Json::Array(vec![Json::Bool(true), str("x")])),
+            ("empty", object(Vec::<(String, Json)>::new())),
         ]);
         assert_eq!(
-            v.render(),
+            v.to_string(),
             r#"{"z":18446744073709551615,"a":-1,"n":null,"b":false,"list":[true,"x"],"empty":{}}"#
         );
-        assert_eq!(Json::Float(1.5).render(), "1.5");
-        assert_eq!(Json::Float(7.0).render(), "7");
-        assert_eq!(Json::Float(f64::NAN).render(), "null");
-        assert_eq!(Json::opt(None::<u64>, Json::Uint), Json::Null);
-        assert_eq!(Json::opt(Some(3u64), Json::Uint), Json::Uint(3));
+        assert_eq!(float(1.5).to_string(), "1.5");
+        assert_eq!(float(7.0).to_string(), "7");
+        assert_eq!(float(-2.0).to_string(), "-2");
+        assert_eq!(float(1e300).to_string(), "1e+300");
+        assert_eq!(float(f64::NAN).to_string(), "null");
+        assert_eq!(float(f64::INFINITY).to_string(), "null");
+        assert_eq!(opt(None::<u64>, Json::from), Json::Null);
+        assert_eq!(opt(Some(3u64), Json::from), Json::from(3u64));
     }
 }

@@ -62,7 +62,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> Result<Done, Failure> {
         Command::Doctor { json } => {
             let report = perfring::doctor::run();
             if json {
-                (doctor::json(&report).render() + "\n").into()
+                (doctor::json(&report).to_string() + "\n").into()
             } else {
                 doctor::table(&report).into()
             }
@@ -71,7 +71,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> Result<Done, Failure> {
             let builder = event.builder()?;
             let fields = explain::fields(&builder);
             if json {
-                (explain::json(&fields).render() + "\n").into()
+                (explain::json(&fields).to_string() + "\n").into()
             } else {
                 explain::text(&fields).into()
             }
@@ -94,7 +94,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> Result<Done, Failure> {
             let report = stat::run(&args)?;
             Done {
                 text: if args.json {
-                    stat::json(&report).render() + "\n"
+                    stat::json(&report).to_string() + "\n"
                 } else {
                     stat::text(&report)
                 },

@@ -10,7 +10,7 @@ use perfring::symbols::{is_symbolic, resolve_event, TargetImage};
 use perfring::{Count, Counter, Event};
 
 use super::args::StatArgs;
-use super::json::Json;
+use super::json::{self, Json};
 use super::Failure;
 
 /// One event's result.
@@ -189,18 +189,18 @@ pub fn json(r: &Report) -> Json {
         .lines
         .iter()
         .map(|l| {
-            Json::object([
-                ("event", Json::str(&l.event)),
-                ("value", Json::Uint(l.count.value)),
-                ("scaled", Json::Float(l.count.scaled())),
-                ("time_enabled", Json::opt(l.count.time_enabled, Json::Uint)),
-                ("time_running", Json::opt(l.count.time_running, Json::Uint)),
+            json::object([
+                ("event", json::str(&l.event)),
+                ("value", Json::from(l.count.value)),
+                ("scaled", json::float(l.count.scaled())),
+                ("time_enabled", json::opt(l.count.time_enabled, Json::from)),
+                ("time_running", json::opt(l.count.time_running, Json::from)),
             ])
         })
         .collect();
-    Json::object([
+    json::object([
         ("events", Json::Array(events)),
-        ("duration_s", Json::Float(r.duration.as_secs_f64())),
-        ("exit_code", Json::opt(r.exit_code, |c| Json::Int(c.into()))),
+        ("duration_s", json::float(r.duration.as_secs_f64())),
+        ("exit_code", json::opt(r.exit_code, Json::from)),
     ])
 }

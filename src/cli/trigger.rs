@@ -11,7 +11,7 @@ use perfring::symbols::{is_symbolic, resolve_event, TargetImage};
 use perfring::trigger::{Crossing, Expr, Measure, OpenOptions, Scope, Trigger, Update};
 
 use super::args::{WatchArgs, WhenArgs};
-use super::json::Json;
+use super::json::{self, Json};
 use super::Failure;
 
 /// How often the loop wakes without crossings, to notice the target's exit and Ctrl-C.
@@ -92,21 +92,21 @@ impl Reporter<'_> {
                 .events
                 .iter()
                 .zip(&w.deltas)
-                .map(|(name, d)| (name.clone(), Json::Uint(*d)));
-            Json::object([
-                ("type", Json::str("trigger")),
-                ("edge", Json::str(c.edge.as_str())),
-                ("value", Json::Float(c.value)),
-                ("threshold", Json::Float(c.threshold)),
-                ("tid", Json::Uint(w.tid.into())),
-                ("time_ns", Json::Uint(w.end_ns)),
-                ("pid", Json::Uint(w.pid.into())),
-                ("seq", Json::Uint(self.seq)),
-                ("window_seq", Json::Uint(w.seq)),
-                ("window_start_ns", Json::opt(w.start_ns, Json::Uint)),
-                ("deltas", Json::object(deltas)),
+                .map(|(name, d)| (name.clone(), Json::from(*d)));
+            json::object([
+                ("type", json::str("trigger")),
+                ("edge", json::str(c.edge.as_str())),
+                ("value", json::float(c.value)),
+                ("threshold", json::float(c.threshold)),
+                ("tid", Json::from(w.tid)),
+                ("time_ns", Json::from(w.end_ns)),
+                ("pid", Json::from(w.pid)),
+                ("seq", Json::from(self.seq)),
+                ("window_seq", Json::from(w.seq)),
+                ("window_start_ns", json::opt(w.start_ns, Json::from)),
+                ("deltas", json::object(deltas)),
             ])
-            .render()
+            .to_string()
         } else {
             let unit = match self.expr.measure() {
                 Measure::Rate(u) => format!("/{}", u.as_str()),
@@ -312,7 +312,7 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     drop(armed);
     drop(interrupts);
     let text = if args.json {
-        summary_json(&s).render()
+        summary_json(&s).to_string()
     } else {
         summary_text(&s)
     };
@@ -364,30 +364,30 @@ fn summary_text(s: &Summary) -> String {
 
 fn summary_json(s: &Summary) -> Json {
     let mut fields = vec![
-        ("type", Json::str("summary")),
-        ("crossings", Json::Uint(s.crossings)),
-        ("windows", Json::Uint(s.windows)),
-        ("lost", Json::Uint(s.lost)),
-        ("throttled", Json::Uint(s.throttled)),
-        ("duration_s", Json::Float(s.duration_s)),
-        ("exit_code", Json::opt(s.exit_code, |c| Json::Int(c.into()))),
+        ("type", json::str("summary")),
+        ("crossings", Json::from(s.crossings)),
+        ("windows", Json::from(s.windows)),
+        ("lost", Json::from(s.lost)),
+        ("throttled", Json::from(s.throttled)),
+        ("duration_s", json::float(s.duration_s)),
+        ("exit_code", json::opt(s.exit_code, Json::from)),
         (
             "active_at_end",
-            Json::Array(s.active.iter().map(|&t| Json::Uint(t.into())).collect()),
+            Json::Array(s.active.iter().map(|&t| Json::from(t)).collect()),
         ),
     ];
     if let Some(runs) = s.exec_runs {
-        fields.push(("exec_runs", Json::Uint(runs)));
-        fields.push(("exec_dropped", Json::Uint(s.exec_dropped)));
+        fields.push(("exec_runs", Json::from(runs)));
+        fields.push(("exec_dropped", Json::from(s.exec_dropped)));
     }
     if s.signal_failures > 0 {
-        fields.push(("signal_failures", Json::Uint(s.signal_failures)));
+        fields.push(("signal_failures", Json::from(s.signal_failures)));
     }
     if s.undecoded > 0 {
-        fields.push(("undecoded", Json::Uint(s.undecoded)));
+        fields.push(("undecoded", Json::from(s.undecoded)));
     }
     if s.rejected > 0 {
-        fields.push(("rejected", Json::Uint(s.rejected)));
+        fields.push(("rejected", Json::from(s.rejected)));
     }
-    Json::object(fields)
+    json::object(fields)
 }

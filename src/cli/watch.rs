@@ -18,7 +18,7 @@ use perfring::unwind::{RawFrame, Unwinder};
 use perfring::{sys, Builder, Counter, ErrorKind, SampleType};
 
 use super::args::{EventArgs, WatchArgs};
-use super::json::Json;
+use super::json::{self, Json};
 use super::Failure;
 
 /// How often the loop wakes without overflows, to notice the target's exit and Ctrl-C.
@@ -206,7 +206,7 @@ impl State<'_> {
             status.clear();
         }
         let line = if self.args.json {
-            overflow_json(&o).render()
+            overflow_json(&o).to_string()
         } else {
             overflow_text(&o)
         };
@@ -422,7 +422,7 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     drop(sampler);
     drop(interrupts);
     let text = if args.json {
-        summary_json(&summary).render()
+        summary_json(&summary).to_string()
     } else {
         summary_text(&summary)
     };
@@ -602,37 +602,37 @@ fn overflow_text(o: &Overflow<'_>) -> String {
 }
 
 fn frame_json(f: &Frame) -> Json {
-    Json::object([
-        ("ip", Json::str(format!("{:#x}", f.ip))),
-        ("sym", Json::opt(f.sym.as_ref(), Json::str)),
-        ("off", Json::opt(f.off, Json::Uint)),
-        ("file", Json::opt(f.file.as_ref(), Json::str)),
-        ("line", Json::opt(f.line, |l| Json::Uint(l.into()))),
+    json::object([
+        ("ip", json::str(format!("{:#x}", f.ip))),
+        ("sym", json::opt(f.sym.as_ref(), json::str)),
+        ("off", json::opt(f.off, Json::from)),
+        ("file", json::opt(f.file.as_ref(), json::str)),
+        ("line", json::opt(f.line, Json::from)),
         ("inlined", Json::Bool(f.inlined)),
-        ("dso", Json::opt(f.dso.as_ref(), Json::str)),
+        ("dso", json::opt(f.dso.as_ref(), json::str)),
     ])
 }
 
 fn overflow_json(o: &Overflow<'_>) -> Json {
-    let mut line = Json::object([
-        ("type", Json::str("overflow")),
-        ("seq", Json::Uint(o.seq)),
-        ("event", Json::str(o.event)),
-        ("pid", Json::Uint(o.pid.into())),
-        ("tid", Json::Uint(o.tid.into())),
-        ("cpu", Json::opt(o.cpu, |c| Json::Uint(c.into()))),
-        ("time_ns", Json::Uint(o.time_ns)),
-        ("ip", Json::str(format!("{:#x}", o.ip))),
-        ("sym", Json::opt(o.sym.as_ref(), |s| Json::str(&s.0))),
-        ("sym_off", Json::opt(o.sym.as_ref(), |s| Json::Uint(s.1))),
-        ("period", Json::Uint(o.period)),
-        ("total", Json::Uint(o.total)),
+    let mut line = json::object([
+        ("type", json::str("overflow")),
+        ("seq", Json::from(o.seq)),
+        ("event", json::str(o.event)),
+        ("pid", Json::from(o.pid)),
+        ("tid", Json::from(o.tid)),
+        ("cpu", json::opt(o.cpu, Json::from)),
+        ("time_ns", Json::from(o.time_ns)),
+        ("ip", json::str(format!("{:#x}", o.ip))),
+        ("sym", json::opt(o.sym.as_ref(), |s| json::str(&s.0))),
+        ("sym_off", json::opt(o.sym.as_ref(), |s| Json::from(s.1))),
+        ("period", Json::from(o.period)),
+        ("total", Json::from(o.total)),
     ]);
     if let (Json::Object(fields), Some(stack)) = (&mut line, &o.stack) {
-        fields.push((
+        fields.insert(
             "stack".into(),
             Json::Array(stack.iter().map(frame_json).collect()),
-        ));
+        );
     }
     line
 }
@@ -691,26 +691,26 @@ pub(super) fn action_lines(
 
 fn summary_json(s: &Summary) -> Json {
     let mut fields = vec![
-        ("type", Json::str("summary")),
-        ("overflows", Json::Uint(s.overflows)),
-        ("wakeups", Json::Uint(s.wakeups)),
-        ("lost", Json::Uint(s.lost)),
-        ("throttled", Json::Uint(s.throttled)),
-        ("duration_s", Json::Float(s.duration.as_secs_f64())),
-        ("exit_code", Json::opt(s.exit_code, |c| Json::Int(c.into()))),
+        ("type", json::str("summary")),
+        ("overflows", Json::from(s.overflows)),
+        ("wakeups", Json::from(s.wakeups)),
+        ("lost", Json::from(s.lost)),
+        ("throttled", Json::from(s.throttled)),
+        ("duration_s", json::float(s.duration.as_secs_f64())),
+        ("exit_code", json::opt(s.exit_code, Json::from)),
     ];
     if let Some(runs) = s.exec_runs {
-        fields.push(("exec_runs", Json::Uint(runs)));
-        fields.push(("exec_dropped", Json::Uint(s.exec_dropped)));
+        fields.push(("exec_runs", Json::from(runs)));
+        fields.push(("exec_dropped", Json::from(s.exec_dropped)));
     }
     if s.signal_failures > 0 {
-        fields.push(("signal_failures", Json::Uint(s.signal_failures)));
+        fields.push(("signal_failures", Json::from(s.signal_failures)));
     }
     if s.unreported > 0 {
-        fields.push(("unreported_lost", Json::Uint(s.unreported)));
+        fields.push(("unreported_lost", Json::from(s.unreported)));
     }
     if s.undecoded > 0 {
-        fields.push(("undecoded", Json::Uint(s.undecoded)));
+        fields.push(("undecoded", Json::from(s.undecoded)));
     }
-    Json::object(fields)
+    json::object(fields)
 }
