@@ -471,7 +471,7 @@ fn perf_script_samples(dir: &Path, file: &str) -> Vec<(u64, Vec<String>)> {
     let mut samples: Vec<(u64, Vec<String>)> = Vec::new();
     for l in text.lines().filter(|l| !l.trim().is_empty()) {
         let f: Vec<&str> = l.split_whitespace().collect();
-        match (l.starts_with(char::is_whitespace), &f[..]) {
+        match (l.starts_with('\t'), &f[..]) {
             (false, [tid]) => samples.push((tid.parse().expect("a tid"), Vec::new())),
             (true, [_addr, sym, ..]) => samples
                 .last_mut()
@@ -578,4 +578,89 @@ fn underscore_exit_still_writes_the_records_and_the_summary() {
     assert_eq!(out.status.code(), Some(7), "{}", util::stderr(&out));
     assert_eq!(per_tid(&records), printed_tids(&out));
     assert_eq!(summary["overflows"], 800, "{summary}");
+}
+
+#[test]
+fn an_exec_goes_on_in_the_same_perf_data() {
+    // Both images of one process (before and after its execv) write one perf.data,
+    // as `perf record` would: 16 threads, 100 samples each, all at `hot` in `work`
+    // (symbolized against each image's own mappings: the exec's COMM says so).
+    let dir = util::capture::scratch("inject-perf-exec");
+    let file = dir.join("exec.data");
+    let out = inject(
+        &[
+            "-e",
+            "mem:hot:x",
+            "-c",
+            "100",
+            "--action",
+            "record",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+        &[program().to_str().unwrap(), "exec"],
+    );
+    assert_eq!(out.status.code(), Some(7), "{}", util::stderr(&out));
+    let samples = perf_script_samples(&dir, "exec.data");
+    let mut per_tid = BTreeMap::new();
+    for (tid, frames) in &samples {
+        *per_tid.entry(*tid).or_insert(0) += 1;
+        assert_eq!(
+            frames.get(..2),
+            Some(&["hot".to_string(), "work".to_string()][..]),
+            "{frames:?}"
+        );
+    }
+    let want = printed_tids(&out);
+    assert_eq!(want.len(), 16);
+    assert_eq!(per_tid, want);
+    // No other file: it was one process all along.
+    let others: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("exec.data."))
+        .collect();
+    assert!(others.is_empty(), "{others:?}");
+}
+
+#[test]
+fn python_to_perf_data_is_symbolized_in_the_interpreter() {
+    let dir = util::capture::scratch("inject-perf-python");
+    let file = dir.join("python.data");
+    let out = inject(
+        &[
+            "-e",
+            "cpu-clock:u",
+            "-F",
+            "499",
+            "--action",
+            "record",
+            "-o",
+            file.to_str().unwrap(),
+        ],
+        &["python3", "-c", "print(sum(i * i for i in range(3000000)))"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", util::stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "8999995500000500000\n"
+    );
+    // Whatever launcher python3 is (a pyenv shim execs the interpreter), the file
+    // holds the interpreter's samples, each in a python object.
+    let rep = util::capture::perf(
+        &dir,
+        &["script", "-i", "python.data", "-F", "comm,ip,dso", "-G"],
+    );
+    assert!(rep.status.success(), "{}", util::stderr(&rep));
+    let text = String::from_utf8_lossy(&rep.stdout);
+    let in_python = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with("python") && l.contains("python"))
+        .filter(|l| {
+            l.split_once('(')
+                .is_some_and(|(_, dso)| dso.contains("python"))
+        })
+        .count();
+    assert!(in_python > 10, "few samples in python's code:\n{text}");
 }

@@ -108,7 +108,7 @@ fn gettid() -> u32 {
     unsafe { libc::gettid() as u32 }
 }
 
-fn now_ns() -> u64 {
+pub(crate) fn now_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -31,29 +31,36 @@ static WRITER: Mutex<Option<JoinHandle<()>>> = Mutex::new(None);
 static OUT: Mutex<Option<Out>> = Mutex::new(None);
 static TOTAL_AT_EXIT: AtomicU64 = AtomicU64::new(0);
 
-/// Set in the environment once an image of the program has claimed a perf.data file,
-/// so that an image the program `exec`s writes its own file beside it.
-const CLAIMED: &str = "PERFRING_OUTPUT_CLAIMED";
+/// Set in the environment by the first image of the program to its pid, so that the
+/// images after it know whether they are that process (after an `exec`) or another.
+const ROOT: &str = "PERFRING_OUTPUT_ROOT";
 
 /// Opens `output` in `format` and starts the writer thread.
 ///
 /// JSON lines are appended (an exec'd or forked program shares the file). A perf.data
-/// file has one writer: an exec'd image finds it claimed and writes `FILE.PID`.
+/// has one writer at a time, as `perf record -o FILE -- COMMAND` makes one file of
+/// the command's process whatever it execs: the first image creates `FILE` and the
+/// images it `exec`s go on writing it ([`PerfData::resume`]). Other processes
+/// (children that exec) each write `FILE.PID`, at their first sample.
 pub(crate) fn start(st: &State, output: &Path, format: RecordFormat) -> Result<(), String> {
     let sink = match format {
         RecordFormat::Json => Sink::Json(Box::new(JsonOut::open(st, output)?)),
         RecordFormat::Perf => {
-            let path = if std::env::var_os(CLAIMED).is_some() {
-                let mut p = output.as_os_str().to_owned();
-                p.push(format!(".{}", st.pid));
-                PathBuf::from(p)
-            } else {
-                output.to_path_buf()
+            let root = std::env::var(ROOT).ok().and_then(|r| r.parse::<i32>().ok());
+            let out = match root {
+                None => {
+                    // Single-threaded still (the constructor, before the counters).
+                    std::env::set_var(ROOT, st.pid.to_string());
+                    let file = std::fs::File::create(output).map_err(|e| cannot_open(output, e))?;
+                    Some(Box::new(PerfOut::open(st, file, output, false)?))
+                }
+                Some(pid) if pid == st.pid => Some(Box::new(PerfOut::resume(st, output)?)),
+                Some(_) => None,
             };
-            let out = PerfOut::open(st, &path)?;
-            // Single-threaded still (the constructor, before the counters).
-            std::env::set_var(CLAIMED, "1");
-            Sink::Perf(Box::new(out))
+            Sink::Perf {
+                out,
+                path: output.to_path_buf(),
+            }
         }
     };
     *lock_out() = Some(Out {
@@ -106,7 +113,11 @@ struct Out {
 
 enum Sink {
     Json(Box<JsonOut>),
-    Perf(Box<PerfOut>),
+    /// perf.data, created at the first sample (`path` is the `-o` file).
+    Perf {
+        out: Option<Box<PerfOut>>,
+        path: PathBuf,
+    },
 }
 
 impl Sink {
@@ -115,7 +126,21 @@ impl Sink {
             Sink::Json(j) => {
                 let _ = j.line(st, e);
             }
-            Sink::Perf(p) => p.sample(st, e),
+            Sink::Perf { out, path } => {
+                if out.is_none() && !path.as_os_str().is_empty() {
+                    match PerfOut::claim(st, path) {
+                        Ok(p) => *out = Some(Box::new(p)),
+                        Err(msg) => {
+                            eprintln!("perfring-inject: {msg}");
+                            // Tell once: the samples of this process go nowhere.
+                            *path = PathBuf::new();
+                        }
+                    }
+                }
+                if let Some(p) = out {
+                    p.sample(st, e);
+                }
+            }
         }
     }
 
@@ -124,7 +149,11 @@ impl Sink {
             Sink::Json(j) => {
                 let _ = j.w.flush();
             }
-            Sink::Perf(p) => p.flush(),
+            Sink::Perf { out, .. } => {
+                if let Some(p) = out {
+                    p.flush();
+                }
+            }
         }
     }
 }
@@ -170,7 +199,11 @@ impl Out {
                 let _ = writeln!(j.w, "{summary}");
                 let _ = j.w.flush();
             }
-            Sink::Perf(p) => p.finish(st, self.dropped),
+            Sink::Perf { out, .. } => {
+                if let Some(p) = out {
+                    p.finish(st, self.dropped);
+                }
+            }
         }
         if self.dropped > 0 {
             eprintln!(
@@ -313,10 +346,33 @@ struct PerfOut {
     fields: SampleFields,
     /// Threads already named by a `COMM` record.
     named: HashSet<u32>,
+    /// The time stamp of the synthesized records: 0, or the exec's.
+    start_time: u64,
 }
 
 impl PerfOut {
-    fn open(st: &State, path: &Path) -> Result<PerfOut, String> {
+    /// `output.PID`, for a process other than the one `inject` started, at its first
+    /// sample.
+    fn claim(st: &State, output: &Path) -> Result<PerfOut, String> {
+        let mut p = output.as_os_str().to_owned();
+        p.push(format!(".{}", st.pid));
+        let path = PathBuf::from(p);
+        let file = std::fs::File::create(&path).map_err(|e| cannot_open(&path, e))?;
+        PerfOut::open(st, file, &path, false)
+    }
+
+    /// `output` again, in the image an `exec` made of the process that created it.
+    fn resume(st: &State, output: &Path) -> Result<PerfOut, String> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(output)
+            .map_err(|e| cannot_open(output, e))?;
+        PerfOut::open(st, file, output, true)
+    }
+
+    /// Starts `file` (`resume`: goes on after the records of the image before an exec).
+    fn open(st: &State, file: File, path: &Path, resume: bool) -> Result<PerfOut, String> {
         let events = st
             .builders
             .iter()
@@ -342,24 +398,40 @@ impl PerfOut {
             .filter(|a| !a.is_empty())
             .map(|a| String::from_utf8_lossy(a).into_owned())
             .collect();
-        let data = PerfData::create(path, &events, &cmdline).map_err(|e| cannot_open(path, e))?;
+        let data = if resume {
+            PerfData::resume(file, path, &events, &cmdline)
+        } else {
+            PerfData::new(file, path, &events, &cmdline)
+        }
+        .map_err(|e| cannot_open(path, e))?;
         let mut out = PerfOut {
             data,
             layouts,
             buf: Vec::with_capacity(64 << 10),
             fields: SampleFields::default(),
             named: HashSet::new(),
+            start_time: 0,
         };
-        out.synthesize(st);
+        // After an exec, the new image's mappings apply from now on (a COMM_EXEC
+        // drops the old ones); else from the beginning.
+        out.start_time = if resume { crate::now_ns() } else { 0 };
+        out.synthesize(st, resume);
         out.flush();
         Ok(out)
     }
 
     /// The process's threads (`COMM`) and executable mappings (`MMAP2`) as they are
-    /// now, stamped time 0 so that perf applies them before every sample.
-    fn synthesize(&mut self, st: &State) {
+    /// now, stamped `start_time` (`exec`: the `COMM` says so).
+    fn synthesize(&mut self, st: &State, exec: bool) {
         if let Some(layout) = self.layouts.first() {
-            let _ = perfring::output::synthesize_process(st.pid as u32, layout, 1, &mut self.buf);
+            let _ = perfring::output::synthesize_process_at(
+                st.pid as u32,
+                layout,
+                1,
+                self.start_time,
+                exec,
+                &mut self.buf,
+            );
         }
     }
 
@@ -410,7 +482,7 @@ impl PerfOut {
 
     fn finish(&mut self, st: &State, dropped: u64) {
         // Libraries loaded since the start (dlopen) get their MMAP2s too.
-        self.synthesize(st);
+        self.synthesize(st, false);
         self.flush();
         let done = if dropped > 0 {
             self.data.write_lost(dropped)

@@ -41,7 +41,7 @@ pub use perfdata::PerfData;
 pub use pprof::{Pprof, PprofSummary};
 pub use push::push_pyroscope;
 pub use stream::{Chunk, QueueSize, Sink, StreamStats, Streamer};
-pub use synth::{relayout, synthesize_kernel, synthesize_process};
+pub use synth::{relayout, synthesize_kernel, synthesize_process, synthesize_process_at};
 
 /// One event of a recording (its name, attr and kernel ids): the sampler's.
 pub use crate::sampler::EventInfo;

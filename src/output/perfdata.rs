@@ -122,7 +122,99 @@ impl PerfData {
         events: &[EventInfo],
         cmdline: &[String],
     ) -> Result<PerfData> {
-        let path = path.as_ref().to_path_buf();
+        let mut w = PerfData::unstarted(file, path.as_ref(), events, cmdline)?;
+        w.write_start()?;
+        Ok(w)
+    }
+
+    /// Goes on writing a perf.data that an earlier writer of the same `events` started
+    /// and did not [`finish`](Self::finish) (a process image before its `exec`): new
+    /// records follow the ones already there.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`] if `file` is not such a perf.data: not one, one
+    /// of other events, or one already finished (its feature sections follow the
+    /// data). As [`new`](Self::new) otherwise.
+    pub fn resume(
+        file: File,
+        path: impl AsRef<Path>,
+        events: &[EventInfo],
+        cmdline: &[String],
+    ) -> Result<PerfData> {
+        let mut w = PerfData::unstarted(file, path.as_ref(), events, cmdline)?;
+        let start = w.start_bytes();
+        let mut head = vec![0u8; start.len()];
+        let read = w.file.read_exact_at(&mut head, 0);
+        let word = |at: u64| {
+            let at = at as usize;
+            head.get(at..at + 8)
+                .and_then(|b| b.try_into().ok())
+                .map_or(0, u64::from_ne_bytes)
+        };
+        let why = if read.is_err() {
+            Some("it is shorter than its header")
+        } else if !head.starts_with(MAGIC) {
+            Some("it is not a perf.data (no PERFILE2 magic)")
+        } else if head[..DATA_SIZE_AT as usize] != start[..DATA_SIZE_AT as usize]
+            || !w.same_record_shapes(&head)
+        {
+            Some("it describes other events")
+        } else if (0..4).any(|i| word(FLAGS_AT + 8 * i) != 0) {
+            Some("it is finished (feature sections follow its data)")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("resume writing {}", w.path.display()),
+                why,
+            )
+            .with_fix("write a new file instead"));
+        }
+        w.data_size = word(DATA_SIZE_AT);
+        Ok(w)
+    }
+
+    /// Whether the attr section at the start of `head` (what [`start_bytes`] writes)
+    /// gives each event the ids and records ours do: the same ids, `sample_type`,
+    /// `read_format` and flag bits (`sample_id_all` among them). Other fields may differ: an event
+    /// resolved again after an exec has its breakpoint at the new image's address.
+    ///
+    /// [`start_bytes`]: Self::start_bytes
+    fn same_record_shapes(&self, head: &[u8]) -> bool {
+        // sample_type, read_format and the flag word: bytes 24..48 of an attr.
+        const SHAPE: std::ops::Range<usize> = 24..48;
+        let start = self.start_bytes();
+        let word = |b: &[u8], at: u64| {
+            let at = at as usize;
+            b.get(at..at + 8)
+                .and_then(|w| w.try_into().ok())
+                .map_or(0, u64::from_ne_bytes)
+        };
+        // The attrs' offset, as the header gives it (equal in both: checked before).
+        let attrs_at = word(&start, 8 + 8 + 8) as usize;
+        let stride = self.attr_size + 16;
+        // The id arrays (between the header and the attrs) must be the same too: the
+        // samples name their event by id.
+        let ids = HEADER_SIZE as usize..attrs_at;
+        head.get(ids.clone()).is_some()
+            && head.get(ids.clone()) == start.get(ids)
+            && (0..self.events.len()).all(|i| {
+                let at = attrs_at + i * stride;
+                let range = at + SHAPE.start..at + SHAPE.end;
+                head.get(range.clone()).is_some() && head.get(range.clone()) == start.get(range)
+            })
+    }
+
+    /// The writer, before anything is written.
+    fn unstarted(
+        file: File,
+        path: &Path,
+        events: &[EventInfo],
+        cmdline: &[String],
+    ) -> Result<PerfData> {
+        let path = path.to_path_buf();
         if events.is_empty() {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -173,7 +265,7 @@ impl PerfData {
             lost: 0,
             finished: false,
         };
-        w.write_start()?;
+        w.data_offset = w.start_bytes().len() as u64;
         Ok(w)
     }
 
@@ -203,6 +295,15 @@ impl PerfData {
 
     /// Header, id arrays and attr section; the data section starts after them.
     fn write_start(&mut self) -> Result<()> {
+        let buf = self.start_bytes();
+        self.file
+            .write_all_at(&buf, 0)
+            .map_err(|e| self.io_error("write the header", e))?;
+        Ok(())
+    }
+
+    /// What [`write_start`](Self::write_start) writes, with the current data size.
+    fn start_bytes(&self) -> Vec<u8> {
         let mut buf = vec![0u8; HEADER_SIZE as usize];
         let mut id_sections = Vec::new();
         for e in &self.events {
@@ -219,13 +320,9 @@ impl PerfData {
             buf.extend_from_slice(&size.to_ne_bytes());
         }
         let attrs_size = buf.len() as u64 - attrs_offset;
-        self.data_offset = buf.len() as u64;
         let header = self.header(attrs_offset, attrs_size, [0; 4]);
         buf[..header.len()].copy_from_slice(&header);
-        self.file
-            .write_all_at(&buf, 0)
-            .map_err(|e| self.io_error("write the header", e))?;
-        Ok(())
+        buf
     }
 
     fn header(&self, attrs_offset: u64, attrs_size: u64, flags: [u64; 4]) -> Vec<u8> {
@@ -608,5 +705,67 @@ mod tests {
         assert_eq!(HEADER_SIZE, 104);
         assert_eq!(DATA_SIZE_AT, 0x30);
         assert_eq!(FLAGS_AT, 0x48);
+    }
+
+    #[test]
+    fn resume_goes_on_after_the_records_of_an_unfinished_file() {
+        let dir = std::env::temp_dir().join(format!("perfring-resume-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("perf.data");
+        let mut attr = *crate::Counter::builder("cpu-clock").unwrap().attr();
+        attr.sample_type = u64::from(sys::PERF_SAMPLE_IDENTIFIER | sys::PERF_SAMPLE_IP);
+        attr.set_sample_id_all(1);
+        let events = [EventInfo::new("cpu-clock", attr, vec![7]).unwrap()];
+        let layout = *events[0].layout();
+        let sample = |ip: u64| {
+            let mut out = Vec::new();
+            let f = encode::SampleFields {
+                identifier: 7,
+                ip,
+                ..Default::default()
+            };
+            encode::sample(&mut out, &layout, sys::PERF_RECORD_MISC_USER as u16, &f);
+            out
+        };
+        let open = || {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .unwrap()
+        };
+        // The image before an exec: two samples, not finished.
+        let mut first = PerfData::create(&path, &events, &[]).unwrap();
+        first
+            .write_records(&[sample(1), sample(2)].concat())
+            .unwrap();
+        let written = first.data_size();
+        drop(first);
+        // The image after it: goes on from there.
+        let mut again = PerfData::resume(open(), &path, &events, &[]).unwrap();
+        assert_eq!(again.data_size(), written);
+        again.write_records(&sample(3)).unwrap();
+        assert_eq!(again.data_size(), written + sample(3).len() as u64);
+        again.finish().unwrap();
+        // The data section holds all three, in order.
+        let bytes = std::fs::read(&path).unwrap();
+        let at = usize::try_from(again.data_offset).unwrap();
+        let data = &bytes[at..at + usize::try_from(again.data_size()).unwrap()];
+        assert_eq!(data, &[sample(1), sample(2), sample(3)].concat()[..]);
+        // A finished file, other events, or not a perf.data: refused, with the cause.
+        let e = PerfData::resume(open(), &path, &events, &[]).unwrap_err();
+        assert!(e.to_string().contains("finished"), "{e}");
+        let other = [EventInfo::new("cpu-clock", attr, vec![8]).unwrap()];
+        std::fs::remove_file(&path).unwrap();
+        drop(PerfData::create(&path, &events, &[]).unwrap());
+        let e = PerfData::resume(open(), &path, &other, &[]).unwrap_err();
+        assert!(e.to_string().contains("other events"), "{e}");
+        std::fs::write(&path, vec![b'x'; 4096]).unwrap();
+        let e = PerfData::resume(open(), &path, &events, &[]).unwrap_err();
+        assert!(e.to_string().contains("PERFILE2"), "{e}");
+        std::fs::write(&path, b"PERFILE2").unwrap();
+        let e = PerfData::resume(open(), &path, &events, &[]).unwrap_err();
+        assert!(e.to_string().contains("shorter than its header"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -15,10 +15,29 @@ use crate::sys;
 /// # Errors
 /// As [`ProcessMaps::read`]: no such process, or its maps may not be read.
 pub fn synthesize_process(pid: u32, layout: &Layout, id: u64, out: &mut Vec<u8>) -> Result<()> {
+    synthesize_process_at(pid, layout, id, 0, false, out)
+}
+
+/// As [`synthesize_process`], with the records stamped `time` (in the recording's
+/// clock) instead of 0; with `exec`, the process's `COMM` carries
+/// `PERF_RECORD_MISC_COMM_EXEC`, as the kernel's does at an `exec`: readers then drop
+/// the mappings of the image before it, from that time on.
+///
+/// # Errors
+/// As [`synthesize_process`].
+pub fn synthesize_process_at(
+    pid: u32,
+    layout: &Layout,
+    id: u64,
+    time: u64,
+    exec: bool,
+    out: &mut Vec<u8>,
+) -> Result<()> {
     let maps = ProcessMaps::read(pid as libc::pid_t)?;
     let ids = |tid: u32| encode::Ids {
         pid,
         tid,
+        time,
         id,
         identifier: id,
         ..Default::default()
@@ -39,7 +58,12 @@ pub fn synthesize_process(pid: u32, layout: &Layout, id: u64, out: &mut Vec<u8>)
             tid,
             comm: name,
         };
-        encode::record_kind(out, layout, user, &RecordKind::Comm(comm), &ids(tid));
+        let misc = if exec && tid == pid {
+            user | sys::PERF_RECORD_MISC_COMM_EXEC as u16
+        } else {
+            user
+        };
+        encode::record_kind(out, layout, misc, &RecordKind::Comm(comm), &ids(tid));
     }
     for m in maps.mappings().iter().filter(|m| m.executable) {
         let filename = m.path.as_os_str().as_encoded_bytes();
