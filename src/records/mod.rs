@@ -378,6 +378,16 @@ impl std::fmt::Debug for Record<'_> {
     }
 }
 
+/// How far ahead of the record being decoded [`Records`] hints the stream's bytes into
+/// the cache (see [`sys::prefetch_read`]): three lines at this distance per record,
+/// about what a typical record (a sample with a callchain, ~200 bytes) consumes, so
+/// the hints keep pace with the walk and each new page is fetched before the walk
+/// reaches it. Measured on the decode bench's 64 MiB stream (`DECODE_BENCH_MIN=2000`,
+/// six interleaved runs against the same code without hints): 8.45..8.96 ms without,
+/// 7.36..8.05 ms with. (In a separate harness, one process, 40 interleaved runs: 9.0 ms
+/// without, 8.1 with one line a record at 4 KiB, 7.8..7.85 with three at 4..16 KiB.)
+const PREFETCH_AHEAD: usize = 8192;
+
 /// Iterator over a contiguous stream of records; see [`Record::iter`].
 #[derive(Debug, Clone)]
 pub struct Records<'a> {
@@ -394,6 +404,10 @@ impl<'a> Iterator for Records<'a> {
         if self.rest.is_empty() {
             return None;
         }
+        // A hint for what the walk reaches a few records on (none near the end).
+        sys::prefetch_read(self.rest, PREFETCH_AHEAD);
+        sys::prefetch_read(self.rest, PREFETCH_AHEAD + 64);
+        sys::prefetch_read(self.rest, PREFETCH_AHEAD + 128);
         match Record::parse_front(self.rest, self.layout) {
             Ok((r, rest)) => {
                 self.rest = rest;
