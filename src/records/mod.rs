@@ -404,10 +404,13 @@ impl<'a> Iterator for Records<'a> {
         if self.rest.is_empty() {
             return None;
         }
-        // A hint for what the walk reaches a few records on (none near the end).
-        sys::prefetch_read(self.rest, PREFETCH_AHEAD);
-        sys::prefetch_read(self.rest, PREFETCH_AHEAD + 64);
-        sys::prefetch_read(self.rest, PREFETCH_AHEAD + 128);
+        // A hint for what the walk reaches a few records on (none near the end). One
+        // length test for the three: each `prefetch_read`'s own check then folds away.
+        if self.rest.len() > PREFETCH_AHEAD + 128 {
+            sys::prefetch_read(self.rest, PREFETCH_AHEAD);
+            sys::prefetch_read(self.rest, PREFETCH_AHEAD + 64);
+            sys::prefetch_read(self.rest, PREFETCH_AHEAD + 128);
+        }
         match Record::parse_front(self.rest, self.layout) {
             Ok((r, rest)) => {
                 self.rest = rest;
