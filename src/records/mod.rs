@@ -170,9 +170,7 @@ impl<'a> Record<'a> {
             return Err(Self::bad_header(bytes, 0));
         };
         let size = usize::from(h.size);
-        // `size >= 8 && size % 8 == 0` as one test: below 8, `size - 8` wraps and sets
-        // high bits; otherwise its low three bits are `size`'s.
-        if size.wrapping_sub(8) & !0xfff8 != 0 {
+        if size < 8 || size % 8 != 0 {
             return Err(Self::bad_header(bytes, size));
         }
         let Some((bytes, rest)) = bytes.split_at_checked(size) else {
@@ -378,16 +376,6 @@ impl std::fmt::Debug for Record<'_> {
     }
 }
 
-/// How far ahead of the record being decoded [`Records`] hints the stream's bytes into
-/// the cache (see [`sys::prefetch_read`]): three lines at this distance per record,
-/// about what a typical record (a sample with a callchain, ~200 bytes) consumes, so
-/// the hints keep pace with the walk and each new page is fetched before the walk
-/// reaches it. Measured on the decode bench's 64 MiB stream (`DECODE_BENCH_MIN=2000`,
-/// six interleaved runs against the same code without hints): 8.45..8.96 ms without,
-/// 7.36..8.05 ms with. (In a separate harness, one process, 40 interleaved runs: 9.0 ms
-/// without, 8.1 with one line a record at 4 KiB, 7.8..7.85 with three at 4..16 KiB.)
-const PREFETCH_AHEAD: usize = 8192;
-
 /// Iterator over a contiguous stream of records; see [`Record::iter`].
 #[derive(Debug, Clone)]
 pub struct Records<'a> {
@@ -403,13 +391,6 @@ impl<'a> Iterator for Records<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         if self.rest.is_empty() {
             return None;
-        }
-        // A hint for what the walk reaches a few records on (none near the end). One
-        // length test for the three: each `prefetch_read`'s own check then folds away.
-        if self.rest.len() > PREFETCH_AHEAD + 128 {
-            sys::prefetch_read(self.rest, PREFETCH_AHEAD);
-            sys::prefetch_read(self.rest, PREFETCH_AHEAD + 64);
-            sys::prefetch_read(self.rest, PREFETCH_AHEAD + 128);
         }
         match Record::parse_front(self.rest, self.layout) {
             Ok((r, rest)) => {

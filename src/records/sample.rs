@@ -173,18 +173,18 @@ fn walk(b: &[u8], layout: &Layout, stop: u64) -> Result<usize, DecodeError> {
 }
 
 /// The callchain's entries (after its `nr` at `at`), checked to lie inside the record.
-///
-/// The record from `at` on is viewed as whole words: `nr` is the first, and is compared
-/// with the number of words after it, a check that cannot overflow (a byte count
-/// `8 * nr` would need its own).
 #[inline(always)]
 fn chain_ips(b: &[u8], at: usize) -> Result<&[u8], DecodeError> {
-    let Some((nr, ips)) = b.get(at..).and_then(|b| b.as_chunks::<8>().0.split_first()) else {
+    let Some(nr) = u64_at(b, at) else {
         return Err(chain_short(b, at, None));
     };
-    let nr = u64::from_ne_bytes(*nr);
-    match usize::try_from(nr).ok().and_then(|n| ips.get(..n)) {
-        Some(ips) => Ok(ips.as_flattened()),
+    // The `u64_at` above makes `b.len() >= at + 8`.
+    let ips = b.get(at + 8..).unwrap_or_default();
+    match usize::try_from(nr)
+        .ok()
+        .and_then(|n| ips.get(..n.checked_mul(8)?))
+    {
+        Some(ips) => Ok(ips),
         None => Err(chain_short(b, at, Some(nr))),
     }
 }

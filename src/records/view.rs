@@ -35,21 +35,24 @@ pub(crate) fn u16_at(b: &[u8], off: usize) -> Option<u16> {
 }
 
 /// Word `index` of `b` (bytes `8 * index ..`) as a `u64`, if the slice holds it.
-/// An [`ABSENT`](super::layout::ABSENT) index is past any record and gives `None`.
+/// `index` is a `u16`, so the range cannot overflow and this is one bounds check; an
+/// [`ABSENT`](super::layout::ABSENT) index is past any record and gives `None`.
 ///
-/// The slice is viewed as whole 8-byte words (`as_chunks`, a shift of its length the
-/// optimizer hoists out of a record's field reads) and the word taken by index: one
-/// compare of `index` against the word count and one scaled load, with no offset
-/// arithmetic in between. (Checking `8 * index + 8 <= len` on bytes cost a shift and an
-/// add per field more.) The check decides the `Option`; returning the `Option` of a
-/// slice `get` of bytes instead once left a null test of the slice pointer per field in
-/// the caller's loop (a pointer niche LLVM could not prove non-null).
+/// The check comes first and decides the `Option`; the read after it cannot fail
+/// (its fallback is dead code the optimizer drops). Returning the `Option` of a
+/// slice `get` instead left a null test of the slice pointer per field in the
+/// caller's loop (a pointer niche LLVM could not prove non-null).
 #[inline(always)]
 pub(crate) fn u64_word(b: &[u8], index: Word) -> Option<u64> {
-    let (words, _) = b.as_chunks::<8>();
-    words
-        .get(usize::from(index))
-        .map(|w| u64::from_ne_bytes(*w))
+    let at = 8 * usize::from(index);
+    if at + 8 > b.len() {
+        return None;
+    }
+    Some(
+        b.get(at..at + 8)
+            .and_then(|w| w.first_chunk::<8>())
+            .map_or(0, |w| u64::from_ne_bytes(*w)),
+    )
 }
 
 /// The first `u32` of word `index` (`pid`, `cpu`), as [`u64_word`].

@@ -23,9 +23,6 @@
 )]
 
 mod bitfield;
-mod prefetch;
-
-pub use prefetch::prefetch_read;
 
 use bitfield::__BindgenBitfieldUnit;
 
