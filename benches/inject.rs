@@ -146,7 +146,6 @@ fn run(s: &Setup, v: Variant) -> (Duration, u64) {
 fn run_work(s: &Setup, v: Variant, work: &str) -> (Duration, u64) {
     let prog = s.prog.to_str().unwrap();
     let perfring = env!("CARGO_BIN_EXE_perfring");
-    let out_file = s.out.to_str().unwrap();
     let data_file = s.out.with_extension("data");
     let mut cmd = match v {
         Variant::Bare => {
@@ -159,34 +158,16 @@ fn run_work(s: &Setup, v: Variant, work: &str) -> (Duration, u64) {
             c.args(["raw", work, PERIOD]);
             c
         }
-        Variant::Inject => {
+        Variant::Inject | Variant::InjectPerf => {
+            let file = match v {
+                Variant::Inject => s.out.clone(),
+                _ => data_file.clone(),
+            };
             let mut c = Command::new(perfring);
-            c.args([
-                "inject",
-                "-e",
-                "cpu-clock:u",
-                "-c",
-                PERIOD,
-                "--action",
-                "record",
-            ])
-            .args(["-o", out_file, "--", prog, "work", work]);
-            c
-        }
-        Variant::InjectPerf => {
-            let mut c = Command::new(perfring);
-            c.args([
-                "inject",
-                "-e",
-                "cpu-clock:u",
-                "-c",
-                PERIOD,
-                "--action",
-                "record",
-            ])
-            .arg("-o")
-            .arg(&data_file)
-            .args(["--", prog, "work", work]);
+            c.args(["inject", "-e", "cpu-clock:u", "-c", PERIOD])
+                .args(["--action", "record", "-o"])
+                .arg(file)
+                .args(["--", prog, "work", work]);
             c
         }
         Variant::Watch => {

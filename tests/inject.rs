@@ -204,22 +204,25 @@ fn printed_tids(out: &Output) -> BTreeMap<u64, u64> {
         .collect()
 }
 
+/// `inject -e mem:hot:x -c 100 --action record -o FILE [extra…] -- PROGRAM MODE`.
+fn record_into(file: &Path, extra: &[&str], mode: &str) -> Output {
+    let mut args = vec![
+        "-e",
+        "mem:hot:x",
+        "-c",
+        "100",
+        "--action",
+        "record",
+        "-o",
+        file.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    inject(&args, &[program().to_str().unwrap(), mode])
+}
+
 fn record_run(mode: &str) -> (Output, Vec<Value>, Value) {
     let file = tmp(&format!("{mode}.jsonl"));
-    let prog = program();
-    let out = inject(
-        &[
-            "-e",
-            "mem:hot:x",
-            "-c",
-            "100",
-            "--action",
-            "record",
-            "-o",
-            file.to_str().unwrap(),
-        ],
-        &[prog.to_str().unwrap(), mode],
-    );
+    let out = record_into(&file, &[], mode);
     let (records, summary) = lines(&file, true);
     (out, records, summary)
 }
@@ -310,21 +313,7 @@ fn the_programs_own_sigtrap_and_sigusr1_handlers_still_run() {
 #[test]
 fn a_thread_signal_instead_of_sigtrap_reaches_each_thread() {
     let file = tmp("signal.jsonl");
-    let out = inject(
-        &[
-            "-e",
-            "mem:hot:x",
-            "-c",
-            "100",
-            "--action",
-            "record",
-            "--signal",
-            "RTMIN+3",
-            "-o",
-            file.to_str().unwrap(),
-        ],
-        &[program().to_str().unwrap(), "handlers"],
-    );
+    let out = record_into(&file, &["--signal", "RTMIN+3"], "handlers");
     assert_eq!(out.status.code(), Some(7), "{}", util::stderr(&out));
     // SIGTRAP is not perfring's in this mode: the program's handler is simply its own.
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -488,20 +477,7 @@ fn perf_script_samples(dir: &Path, file: &str) -> Vec<(u64, Vec<String>)> {
 fn record_writes_perf_data_that_perf_script_reads_exactly() {
     let dir = util::capture::scratch("inject-perf");
     let file = dir.join("inject.data");
-    let out = inject(
-        // `.data` picks the perf.data format.
-        &[
-            "-e",
-            "mem:hot:x",
-            "-c",
-            "100",
-            "--action",
-            "record",
-            "-o",
-            file.to_str().unwrap(),
-        ],
-        &[program().to_str().unwrap()],
-    );
+    let out = record_into(&file, &[], "plain");
     assert_eq!(out.status.code(), Some(7), "{}", util::stderr(&out));
     let samples = perf_script_samples(&dir, "inject.data");
     let mut per_tid = BTreeMap::new();
@@ -548,20 +524,7 @@ fn an_exec_writes_out_what_was_buffered_before_it() {
     // The program execs itself once its threads are done: the records of the first
     // image must reach the file although its process image is replaced (no exit()).
     let file = tmp("exec.jsonl");
-    let prog = program();
-    let out = inject(
-        &[
-            "-e",
-            "mem:hot:x",
-            "-c",
-            "100",
-            "--action",
-            "record",
-            "-o",
-            file.to_str().unwrap(),
-        ],
-        &[prog.to_str().unwrap(), "exec"],
-    );
+    let out = record_into(&file, &[], "exec");
     assert_eq!(out.status.code(), Some(7), "{}", util::stderr(&out));
     let (records, summary) = lines(&file, false);
     // 8 threads before the exec, 8 after: 100 records each, by tid.
@@ -587,19 +550,7 @@ fn an_exec_goes_on_in_the_same_perf_data() {
     // (symbolized against each image's own mappings: the exec's COMM says so).
     let dir = util::capture::scratch("inject-perf-exec");
     let file = dir.join("exec.data");
-    let out = inject(
-        &[
-            "-e",
-            "mem:hot:x",
-            "-c",
-            "100",
-            "--action",
-            "record",
-            "-o",
-            file.to_str().unwrap(),
-        ],
-        &[program().to_str().unwrap(), "exec"],
-    );
+    let out = record_into(&file, &[], "exec");
     assert_eq!(out.status.code(), Some(7), "{}", util::stderr(&out));
     let samples = perf_script_samples(&dir, "exec.data");
     let mut per_tid = BTreeMap::new();
