@@ -2,7 +2,7 @@
 
 mod util;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -177,7 +177,7 @@ fn breakpoint_recording_has_exactly_n_over_p_samples_in_both_formats() {
 }
 
 #[test]
-fn cpu_clock_with_stacks_ranks_the_threads_functions_alike_in_perf_report_and_pprof() {
+fn cpu_clock_with_stacks_names_the_threads_functions_in_perf_report_and_pprof() {
     let dir = capture::scratch("cli-rank");
     let prog = capture::threads_program();
     let prog = prog.to_str().unwrap();
@@ -191,9 +191,14 @@ fn cpu_clock_with_stacks_ranks_the_threads_functions_alike_in_perf_report_and_pp
         &dir,
         &[&args[..], &["--format", "pprof", "-o", "p.pb.gz"], &cmd[..]].concat(),
     ));
-    let want = ["w1", "w2", "w3", "w4", "w5"];
-    let names = |v: &[(String, u64)]| v.iter().take(5).map(|(n, _)| n.clone()).collect::<Vec<_>>();
-    // Each thread's share is twice the next one's: the order is the work's.
+    // The five threads' functions lead both profiles. Not in the order of their work
+    // (16:8:4:2:1): on this VM the cpu-clock hrtimer skips periods unevenly between
+    // threads sharing a core, and `perf record` itself ranked w3 above w2 and w5
+    // above w4 in some runs, so the order would test the host's timer, not perfring.
+    let want: BTreeSet<String> = ["w1", "w2", "w3", "w4", "w5"].map(String::from).into();
+    let names = |v: &[(String, u64)]| -> BTreeSet<String> {
+        v.iter().take(5).map(|(n, _)| n.clone()).collect()
+    };
     assert_eq!(names(&perf_top(&dir, "p.data")), want);
     assert_eq!(names(&pprof_top(&dir, "p.pb.gz")), want);
     // Stacks were recorded: perf script shows callers under each sample.
