@@ -168,7 +168,7 @@ fn cpu_clock_on_threads_perf_report_and_pprof_agree_on_the_top_symbols() {
     let top5: Vec<(String, u64)> = ours.by_function.iter().take(5).cloned().collect();
     // The five threads' functions lead; not necessarily in the order of their work:
     // the VM's cpu-clock hrtimer skips periods unevenly between threads sharing a
-    // core (`perf record` itself ranks them out of order here now and then).
+    // core (`perf record`'s own shares are as far from the work's here).
     let mut names: Vec<&str> = top5.iter().map(|(n, _)| n.as_str()).collect();
     names.sort_unstable();
     assert_eq!(
