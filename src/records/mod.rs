@@ -170,7 +170,9 @@ impl<'a> Record<'a> {
             return Err(Self::bad_header(bytes, 0));
         };
         let size = usize::from(h.size);
-        if size < 8 || size % 8 != 0 {
+        // `size >= 8 && size % 8 == 0` as one test: `size - 8` wraps to a huge value
+        // below 8, and keeps the low bits otherwise (the mask is an imm32 on x86-64).
+        if size.wrapping_sub(8) & !0xfff8 != 0 {
             return Err(Self::bad_header(bytes, size));
         }
         let Some((bytes, rest)) = bytes.split_at_checked(size) else {
