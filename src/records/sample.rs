@@ -180,11 +180,11 @@ fn chain_ips(b: &[u8], at: usize) -> Result<&[u8], DecodeError> {
     };
     // The `u64_at` above makes `b.len() >= at + 8`.
     let ips = b.get(at + 8..).unwrap_or_default();
-    match usize::try_from(nr)
-        .ok()
-        .and_then(|n| ips.get(..n.checked_mul(8)?))
-    {
-        Some(ips) => Ok(ips),
+    // Counted in whole words, `nr` needs one comparison: no `nr * 8` to guard
+    // against overflow.
+    let (words, _) = ips.as_chunks::<8>();
+    match usize::try_from(nr).ok().and_then(|n| words.get(..n)) {
+        Some(ips) => Ok(ips.as_flattened()),
         None => Err(chain_short(b, at, Some(nr))),
     }
 }
