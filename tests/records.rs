@@ -416,6 +416,75 @@ fn errors_name_field_offset_and_sizes() {
 }
 
 #[test]
+fn header_sizes_below_8_or_not_multiples_of_8_are_refused() {
+    let layout = trailer_layout();
+    let lost = words(sys::PERF_RECORD_LOST, 0, &with_trailer(vec![1, 2]));
+    for size in [0u16, 1, 4, 7, 9, 15, 17, 65535] {
+        let mut bytes = lost.clone();
+        bytes[6..8].copy_from_slice(&size.to_ne_bytes());
+        let e = Record::parse(&bytes, &layout).unwrap_err();
+        let want = if size < 8 {
+            DecodeErrorKind::Truncated
+        } else {
+            DecodeErrorKind::Unaligned
+        };
+        assert_eq!((e.kind(), e.field()), (want, "header.size"), "size {size}");
+    }
+    // The smallest valid size: a bare header (SWITCH without a trailer).
+    let bare = Layout::from_raw(0, 0, 0, 0, 0, false).unwrap();
+    let switch = words(sys::PERF_RECORD_SWITCH, 0, &[]);
+    assert_eq!(Record::parse(&switch, &bare).unwrap().size(), 8);
+}
+
+/// `iter_large` hints ahead into the cache as it goes; it must hand out the same
+/// records as `iter`, stop at the same error, and hint nothing past the end.
+#[test]
+fn iter_large_gives_what_iter_gives() {
+    let layout = trailer_layout();
+    let ids = Ids {
+        pid: 5,
+        tid: 6,
+        time: 7,
+        cpu: 1,
+        ..Default::default()
+    };
+    let mut stream = Vec::new();
+    for i in 0..3000u64 {
+        if i % 7 == 3 {
+            let kind = RecordKind::Lost(perfring::records::Lost { id: i, lost: i % 5 });
+            encode::record_kind(&mut stream, &layout, 0, &kind, &ids);
+        } else {
+            let f = SampleFields {
+                ip: 0x4000 + i,
+                pid: 5,
+                tid: 6 + (i % 3) as u32,
+                time: i,
+                callchain: (0..i % 9).map(|d| 0x5000 + d).collect(),
+                ..Default::default()
+            };
+            encode::sample(&mut stream, &layout, 0, &f);
+        }
+    }
+    assert!(stream.len() > 64 << 10, "longer than the hints' reach");
+    let collect =
+        |it: &mut dyn Iterator<Item = Result<Record<'_>, perfring::records::DecodeError>>| {
+            it.map(|r| r.map(|r| (r.as_bytes().as_ptr(), r.size(), r.record_type())))
+                .collect::<Vec<_>>()
+        };
+    let whole = collect(&mut Record::iter(&stream, &layout));
+    assert_eq!(whole.len(), 3000);
+    assert_eq!(collect(&mut Record::iter_large(&stream, &layout)), whole);
+
+    // Cut in the middle of the last record: both stop at the same error.
+    let cut = &stream[..stream.len() - 4];
+    let a = collect(&mut Record::iter(cut, &layout));
+    let b = collect(&mut Record::iter_large(cut, &layout));
+    assert_eq!(a.len(), 3000);
+    assert_eq!(a, b);
+    assert!(b.last().unwrap().is_err());
+}
+
+#[test]
 fn layout_from_attr() {
     let mut attr: sys::perf_event_attr = zerocopy::FromZeros::new_zeroed();
     attr.sample_type = st(sys::PERF_SAMPLE_IP | sys::PERF_SAMPLE_TIME);

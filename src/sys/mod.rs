@@ -23,6 +23,9 @@
 )]
 
 mod bitfield;
+mod prefetch;
+
+pub use prefetch::prefetch_read;
 
 use bitfield::__BindgenBitfieldUnit;
 
