@@ -129,4 +129,13 @@ fuzz_target!(|inp: Input| {
             _ => {}
         }
     }
+    // `iter_large` (which hints the stream ahead into the cache) hands out the same
+    // records and stops at the same error.
+    let key = |r: Result<Record<'_>, perfring::records::DecodeError>| {
+        r.map(|r| (r.as_bytes().as_ptr(), r.size()))
+            .map_err(|e| (e.kind(), e.field(), e.offset()))
+    };
+    assert!(Record::iter(input, &layout)
+        .map(key)
+        .eq(Record::iter_large(input, &layout).map(key)));
 });
