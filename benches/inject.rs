@@ -145,7 +145,7 @@ fn run(s: &Setup, v: Variant) -> (Duration, u64) {
 
 fn run_work(s: &Setup, v: Variant, work: &str) -> (Duration, u64) {
     let prog = s.prog.to_str().unwrap();
-    let perfring = env!("CARGO_BIN_EXE_perfring");
+    let perfring = util::perfring_bin();
     let data_file = s.out.with_extension("data");
     let mut cmd = match v {
         Variant::Bare => {

@@ -13,6 +13,9 @@
 //! `perf stat -e task-clock` being the reference; perfring's per-thread counters match
 //! it. Compare bytes per sample there, not sample counts.)
 
+#[path = "../tests/util/mod.rs"]
+mod util;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -85,9 +88,9 @@ fn stats(dir: &Path, file: &str) -> (u64, u64) {
 
 fn record(dir: &Path, tool: &'static str, args: &[&str], work: &Path, n: &str) -> Run {
     let file = format!("{tool}.data");
-    let (program, first): (&str, &[&str]) = match tool {
-        "perf" => ("perf", &["record", "-q"]),
-        _ => (env!("CARGO_BIN_EXE_perfring"), &["record"]),
+    let (program, first): (std::path::PathBuf, &[&str]) = match tool {
+        "perf" => ("perf".into(), &["record", "-q"]),
+        _ => (util::perfring_bin(), &["record"]),
     };
     let t = Instant::now();
     let out = Command::new(program)

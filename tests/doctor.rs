@@ -1,12 +1,14 @@
 //! `perfring doctor`: the library report and the binary's JSON, checked against what
 //! this kind of machine (a VM without a hardware PMU, x86) must show.
 
+mod util;
+
 use std::process::Command;
 
 use serde_json::Value;
 
 fn doctor_json() -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_perfring"))
+    let out = Command::new(util::perfring_bin())
         .args(["doctor", "--json"])
         .output()
         .expect("run perfring doctor --json");
@@ -107,7 +109,7 @@ fn json_report_matches_this_machine() {
 
 #[test]
 fn table_lists_every_check() {
-    let out = Command::new(env!("CARGO_BIN_EXE_perfring"))
+    let out = Command::new(util::perfring_bin())
         .arg("doctor")
         .output()
         .unwrap();

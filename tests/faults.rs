@@ -455,7 +455,7 @@ fn signalfd_reads_every_notification_under_a_signal_storm() {
 /// the watched command's pid.
 fn watch_then_close_stdout(prog_args: &[&str]) -> (std::process::ExitStatus, Duration, i32) {
     let prog = c_program(false);
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_perfring"));
+    let mut cmd = std::process::Command::new(util::perfring_bin());
     cmd.args(["watch", "--json", "-e", "mem:target:x", "-c", "1", "--"])
         .arg(&prog)
         .args(prog_args)

@@ -141,7 +141,7 @@ fn tmp(name: &str) -> PathBuf {
 
 fn inject(args: &[&str], command: &[&str]) -> Output {
     injector();
-    Command::new(env!("CARGO_BIN_EXE_perfring"))
+    Command::new(util::perfring_bin())
         .arg("inject")
         .args(args)
         .arg("--")

@@ -455,7 +455,7 @@ fn rust_frames_are_demangled() {
 }
 
 fn watch(args: &[&str]) -> std::process::Output {
-    Process::new(env!("CARGO_BIN_EXE_perfring"))
+    Process::new(util::perfring_bin())
         .arg("watch")
         .args(args)
         .output()

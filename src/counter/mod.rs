@@ -10,6 +10,7 @@
 
 mod builder;
 pub mod diagnose;
+pub mod explain;
 mod flags;
 mod group;
 

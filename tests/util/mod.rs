@@ -117,9 +117,18 @@ pub fn c_program(pie: bool) -> std::path::PathBuf {
         .clone()
 }
 
+/// The `perfring` binary: cargo's own path in the CLI crate's tests, else the workspace
+/// member `perfring-cli` built with the test's profile.
+pub fn perfring_bin() -> std::path::PathBuf {
+    match option_env!("CARGO_BIN_EXE_perfring") {
+        Some(path) => path.into(),
+        None => build_member("perfring-cli").join("perfring"),
+    }
+}
+
 /// Runs the built `perfring` binary with `args`, capturing its output.
 pub fn perfring(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_perfring"))
+    std::process::Command::new(perfring_bin())
         .args(args)
         .output()
         .expect("run perfring")

@@ -1,6 +1,7 @@
 //! `perfring watch` through the binary: exact overflow counts from breakpoints and
 //! uprobes, actions, exit-status passthrough, and failures that leave nothing behind.
 
+#[path = "../../tests/util/mod.rs"]
 mod util;
 
 use util::{perfring, stderr};

@@ -10,9 +10,9 @@ use perfring::sampler::{ExecQueue, Sampler, Target, TargetEnd};
 use perfring::symbols::{is_symbolic, resolve_event, TargetImage};
 use perfring::trigger::{Crossing, Expr, Measure, OpenOptions, Scope, Trigger, Update};
 
-use super::args::{WatchArgs, WhenArgs};
-use super::json::{self, Json};
-use super::Failure;
+use crate::args::{WatchArgs, WhenArgs};
+use crate::json::{self, Json};
+use crate::Failure;
 
 /// How often the loop wakes without crossings, to notice the target's exit and Ctrl-C.
 const TICK: Duration = Duration::from_millis(50);
@@ -344,7 +344,7 @@ fn summary_text(s: &Summary) -> String {
             ids.join(", ")
         );
     }
-    super::watch::action_lines(
+    crate::watch::action_lines(
         &mut out,
         s.exec_runs.map(|runs| (runs, s.exec_dropped)),
         s.signal_failures,

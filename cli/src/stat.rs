@@ -9,9 +9,9 @@ use perfring::sampler::{Sampler, Target, TargetEnd};
 use perfring::symbols::{is_symbolic, resolve_event, TargetImage};
 use perfring::{Count, Counter, Event};
 
-use super::args::StatArgs;
-use super::json::{self, Json};
-use super::Failure;
+use crate::args::StatArgs;
+use crate::json::{self, Json};
+use crate::Failure;
 
 /// One event's result.
 #[derive(Debug)]

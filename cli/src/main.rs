@@ -1,12 +1,21 @@
 //! `perfring`: the command-line front end. Thin by design: `cli` parses and prints,
 //! the library does the work, and this file alone decides exit codes.
 
-mod cli;
+mod args;
+mod doctor;
+mod explain;
+mod inject;
+mod json;
+mod record;
+mod run;
+mod stat;
+mod trigger;
+mod watch;
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use cli::Failure;
+use run::Failure;
 
 /// Success.
 const EXIT_OK: u8 = 0;
@@ -23,7 +32,7 @@ fn exit_code(failure: &Failure) -> u8 {
 }
 
 fn main() -> ExitCode {
-    match cli::run(std::env::args_os().skip(1)) {
+    match run::run(std::env::args_os().skip(1)) {
         Ok(done) => {
             let mut stdout = std::io::stdout().lock();
             // `stat -- COMMAND` passes the command's status on, as `perf stat` does.

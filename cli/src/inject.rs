@@ -8,8 +8,8 @@ use std::os::unix::process::ExitStatusExt;
 use perfring::inject::{find_library, Action, RecordFormat};
 use perfring::Error;
 
-use super::args::InjectArgs;
-use super::Failure;
+use crate::args::InjectArgs;
+use crate::Failure;
 
 /// Runs the command; returns its exit status (128 + N if killed by signal N).
 pub fn run(args: &InjectArgs) -> Result<i32, Failure> {

@@ -1,5 +1,6 @@
 //! The `perfring` binary: usage, exit codes, and `explain`'s view of the attr.
 
+#[path = "../../tests/util/mod.rs"]
 mod util;
 
 use util::{perfring, stderr};

@@ -14,9 +14,9 @@ use perfring::symbols::TargetImage;
 use perfring::unwind::CallGraph;
 use perfring::{sys, Builder, SampleType};
 
-use super::args::{EventArgs, OutputFormat, RecordArgs, WatchArgs};
-use super::watch::{default_event, resolve, Resolved};
-use super::Failure;
+use crate::args::{EventArgs, OutputFormat, RecordArgs, WatchArgs};
+use crate::watch::{default_event, resolve, Resolved};
+use crate::Failure;
 
 /// How often the loop wakes without records, to notice the target's end and Ctrl-C.
 const TICK: Duration = Duration::from_millis(100);

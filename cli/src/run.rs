@@ -1,20 +1,11 @@
 //! The `perfring` command: parse flags, call the library, print. Nothing here opens an
 //! event, maps a ring or decodes a record by itself; exit codes are chosen in `main.rs`.
 
-pub mod args;
-pub mod doctor;
-pub mod explain;
-pub mod inject;
-pub mod json;
-pub mod record;
-pub mod stat;
-pub mod trigger;
-pub mod watch;
-
 use std::ffi::OsString;
 use std::fmt;
 
-use args::{Command, Topic};
+use crate::args::{Command, Topic};
+use crate::{doctor, explain, inject, record, stat, watch};
 
 /// Why the command failed; `main` turns each kind into an exit code.
 #[derive(Debug)]
@@ -57,7 +48,7 @@ impl fmt::Display for Failure {
 
 /// Runs the command line `args` (without the program name), returning what to print.
 pub fn run(args: impl IntoIterator<Item = OsString>) -> Result<Done, Failure> {
-    Ok(match args::parse(args)? {
+    Ok(match crate::args::parse(args)? {
         Command::Help(topic) => help(topic).to_string().into(),
         Command::Doctor { json } => {
             let report = perfring::doctor::run();
@@ -69,7 +60,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> Result<Done, Failure> {
         }
         Command::Explain { event, json } => {
             let builder = event.builder()?;
-            let fields = explain::fields(&builder);
+            let fields = perfring::counter::explain::fields(&builder);
             if json {
                 (explain::json(&fields).to_string() + "\n").into()
             } else {

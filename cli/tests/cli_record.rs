@@ -1,5 +1,6 @@
 //! `perfring record`: files read back by the real `perf` and `go tool pprof`.
 
+#[path = "../../tests/util/mod.rs"]
 mod util;
 
 use std::collections::{BTreeMap, BTreeSet};

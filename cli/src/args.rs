@@ -10,7 +10,7 @@ use lexopt::{Arg, Parser};
 use perfring::symbols::{resolve_event, TargetImage};
 use perfring::{Builder, Counter, ReadFormat, SampleType, Target};
 
-use super::Failure;
+use crate::Failure;
 
 /// A parsed command line.
 #[derive(Debug)]

@@ -1,15 +1,20 @@
-//! `perfring explain`: the `perf_event_attr` a [`Builder`] holds, field by field, with
-//! the kernel's field names, plus the other `perf_event_open` arguments.
+//! The `perf_event_attr` a [`Builder`] holds, field by field, with the kernel's field
+//! names, plus the other `perf_event_open` arguments: what `perfring explain` prints.
+//!
+//! # Examples
+//! ```
+//! let b = perfring::Counter::builder("cpu-clock")?.period(100_000);
+//! let fields = perfring::counter::explain::fields(&b);
+//! let period = fields.iter().find(|f| f.name == "sample_period").unwrap();
+//! assert_eq!(period.value, perfring::counter::explain::FieldFieldValue::Dec(100_000));
+//! # Ok::<(), perfring::Error>(())
+//! ```
 
-use std::fmt::Write;
+use crate::{sys, Builder, ReadFormat, SampleType, Target};
 
-use perfring::{sys, Builder, ReadFormat, SampleType, Target};
-
-use super::json::{self, Json};
-
-/// How a field's value is shown.
+/// A field's value, with how it is best shown.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Value {
+pub enum FieldValue {
     /// A count or size, in decimal.
     Dec(u64),
     /// A signed value (pid, cpu, fd, clockid).
@@ -25,11 +30,13 @@ pub enum Value {
 /// One field: the kernel's name and its value.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Field {
+    /// The kernel's name of the field (`sample_type`, `exclude_kernel`, `pid`, ...).
     pub name: &'static str,
-    pub value: Value,
+    /// Its value.
+    pub value: FieldValue,
 }
 
-fn field(name: &'static str, value: Value) -> Field {
+fn field(name: &'static str, value: FieldValue) -> Field {
     Field { name, value }
 }
 
@@ -46,7 +53,7 @@ fn type_name(type_: u32) -> String {
     if !fixed.is_empty() {
         return fixed.into();
     }
-    perfring::doctor::pmus()
+    crate::doctor::pmus()
         .into_iter()
         .find(|p| p.type_ == type_)
         .map_or_else(|| "dynamic PMU".into(), |p| format!("{} PMU", p.name))
@@ -175,13 +182,16 @@ pub fn fields(builder: &Builder) -> Vec<Field> {
     let is_bp = a.type_ == sys::PERF_TYPE_BREAKPOINT;
 
     let mut f = vec![
-        field("type", Value::Named(a.type_.into(), type_name(a.type_))),
-        field("size", Value::Dec(a.size.into())),
+        field(
+            "type",
+            FieldValue::Named(a.type_.into(), type_name(a.type_)),
+        ),
+        field("size", FieldValue::Dec(a.size.into())),
         field(
             "config",
             match config_name(a.type_, a.config) {
-                Some(name) => Value::Named(a.config, name.into()),
-                None => Value::Hex(a.config),
+                Some(name) => FieldValue::Named(a.config, name.into()),
+                None => FieldValue::Hex(a.config),
             },
         ),
         field(
@@ -190,18 +200,18 @@ pub fn fields(builder: &Builder) -> Vec<Field> {
             } else {
                 "sample_period"
             },
-            Value::Dec(period_or_freq),
+            FieldValue::Dec(period_or_freq),
         ),
         field(
             "sample_type",
-            Value::Flags(
+            FieldValue::Flags(
                 a.sample_type,
                 prefixed("PERF_SAMPLE_", SampleType::from_bits(a.sample_type).names()),
             ),
         ),
         field(
             "read_format",
-            Value::Flags(
+            FieldValue::Flags(
                 a.read_format,
                 prefixed("PERF_FORMAT_", ReadFormat::from_bits(a.read_format).names()),
             ),
@@ -251,7 +261,7 @@ pub fn fields(builder: &Builder) -> Vec<Field> {
         flags
             .into_iter()
             .filter(|(_, v)| *v != 0)
-            .map(|(name, v)| field(name, Value::Dec(v))),
+            .map(|(name, v)| field(name, FieldValue::Dec(v))),
     );
     f.push(field(
         if a.watermark() != 0 {
@@ -259,29 +269,35 @@ pub fn fields(builder: &Builder) -> Vec<Field> {
         } else {
             "wakeup_events"
         },
-        Value::Dec(wakeup.into()),
+        FieldValue::Dec(wakeup.into()),
     ));
     f.push(field(
         "bp_type",
-        Value::Named(a.bp_type.into(), bp_type_name(a.bp_type)),
+        FieldValue::Named(a.bp_type.into(), bp_type_name(a.bp_type)),
     ));
     if is_bp {
-        f.push(field("bp_addr", Value::Hex(config1)));
-        f.push(field("bp_len", Value::Dec(config2)));
+        f.push(field("bp_addr", FieldValue::Hex(config1)));
+        f.push(field("bp_len", FieldValue::Dec(config2)));
     } else {
-        f.push(field("config1", Value::Hex(config1)));
-        f.push(field("config2", Value::Hex(config2)));
+        f.push(field("config1", FieldValue::Hex(config1)));
+        f.push(field("config2", FieldValue::Hex(config2)));
     }
     f.extend([
-        field("branch_sample_type", Value::Hex(a.branch_sample_type)),
-        field("sample_regs_user", Value::Hex(a.sample_regs_user)),
-        field("sample_stack_user", Value::Dec(a.sample_stack_user.into())),
-        field("clockid", Value::Signed(a.clockid.into())),
-        field("sample_regs_intr", Value::Hex(a.sample_regs_intr)),
-        field("aux_watermark", Value::Dec(a.aux_watermark.into())),
-        field("sample_max_stack", Value::Dec(a.sample_max_stack.into())),
-        field("aux_sample_size", Value::Dec(a.aux_sample_size.into())),
-        field("sig_data", Value::Hex(a.sig_data)),
+        field("branch_sample_type", FieldValue::Hex(a.branch_sample_type)),
+        field("sample_regs_user", FieldValue::Hex(a.sample_regs_user)),
+        field(
+            "sample_stack_user",
+            FieldValue::Dec(a.sample_stack_user.into()),
+        ),
+        field("clockid", FieldValue::Signed(a.clockid.into())),
+        field("sample_regs_intr", FieldValue::Hex(a.sample_regs_intr)),
+        field("aux_watermark", FieldValue::Dec(a.aux_watermark.into())),
+        field(
+            "sample_max_stack",
+            FieldValue::Dec(a.sample_max_stack.into()),
+        ),
+        field("aux_sample_size", FieldValue::Dec(a.aux_sample_size.into())),
+        field("sig_data", FieldValue::Hex(a.sig_data)),
     ]);
     let (pid, cpu) = match builder.target_of() {
         Target::CallingThread => (0, -1),
@@ -290,77 +306,17 @@ pub fn fields(builder: &Builder) -> Vec<Field> {
         Target::ThreadOnCpu(tid, cpu) => (tid, cpu),
     };
     f.extend([
-        field("pid", Value::Signed(pid.into())),
-        field("cpu", Value::Signed(cpu.into())),
+        field("pid", FieldValue::Signed(pid.into())),
+        field("cpu", FieldValue::Signed(cpu.into())),
         // The CLI never puts an event in a group.
-        field("group_fd", Value::Signed(-1)),
+        field("group_fd", FieldValue::Signed(-1)),
         field(
             "flags",
-            Value::Flags(
+            FieldValue::Flags(
                 sys::PERF_FLAG_FD_CLOEXEC.into(),
                 vec!["PERF_FLAG_FD_CLOEXEC".into()],
             ),
         ),
     ]);
     f
-}
-
-/// `name value` lines; the attr fields are indented under a `perf_event_open` line.
-pub fn text(fields: &[Field]) -> String {
-    let get = |name: &str| {
-        fields
-            .iter()
-            .find(|f| f.name == name)
-            .map(|f| show(&f.value))
-    };
-    let mut out = format!(
-        "perf_event_open(&attr, pid={}, cpu={}, group_fd={}, flags={})\n",
-        get("pid").unwrap_or_default(),
-        get("cpu").unwrap_or_default(),
-        get("group_fd").unwrap_or_default(),
-        get("flags").unwrap_or_default(),
-    );
-    for f in fields {
-        if matches!(f.name, "pid" | "cpu" | "group_fd" | "flags") {
-            continue;
-        }
-        let _ = writeln!(out, "  {:<24} {}", f.name, show(&f.value));
-    }
-    out
-}
-
-fn show(v: &Value) -> String {
-    match v {
-        Value::Dec(n) => n.to_string(),
-        Value::Signed(n) => n.to_string(),
-        Value::Hex(n) => format!("{n:#x}"),
-        Value::Named(n, name) => format!("{n} ({name})"),
-        Value::Flags(0, _) => "0".into(),
-        Value::Flags(n, names) if names.is_empty() => format!("{n:#x}"),
-        Value::Flags(_, names) => names.join("|"),
-    }
-}
-
-/// One object keyed by field name: numbers as numbers; named values and masks also
-/// get a `<field>_name` / `<field>_names` key.
-pub fn json(fields: &[Field]) -> Json {
-    let mut pairs: Vec<(String, Json)> = Vec::new();
-    for f in fields {
-        match &f.value {
-            Value::Dec(n) | Value::Hex(n) => pairs.push((f.name.into(), Json::from(*n))),
-            Value::Signed(n) => pairs.push((f.name.into(), Json::from(*n))),
-            Value::Named(n, name) => {
-                pairs.push((f.name.into(), Json::from(*n)));
-                pairs.push((format!("{}_name", f.name), json::str(name.clone())));
-            }
-            Value::Flags(n, names) => {
-                pairs.push((f.name.into(), Json::from(*n)));
-                pairs.push((
-                    format!("{}_names", f.name),
-                    Json::Array(names.iter().cloned().map(Json::String).collect()),
-                ));
-            }
-        }
-    }
-    Json::Object(pairs.into_iter().collect())
 }

@@ -1,6 +1,7 @@
 //! `perfring stat` through the binary: exact counts, exit-status passthrough, and
 //! failures that name their cause and leave nothing behind.
 
+#[path = "../../tests/util/mod.rs"]
 mod util;
 
 use util::{perfring, stderr};

@@ -5,7 +5,7 @@ use std::fmt::Write;
 use perfring::counter::diagnose::paranoid_meaning;
 use perfring::doctor::{MemlockLimit, Report};
 
-use super::json::{self, Json};
+use crate::json::{self, Json};
 
 fn opt_int(v: Option<i64>) -> String {
     v.map_or_else(|| "unknown".into(), |v| v.to_string())

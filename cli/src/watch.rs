@@ -17,9 +17,9 @@ use perfring::symbols::{is_symbolic, TargetImage};
 use perfring::unwind::{RawFrame, Unwinder};
 use perfring::{sys, Builder, Counter, ErrorKind, SampleType};
 
-use super::args::{EventArgs, WatchArgs};
-use super::json::{self, Json};
-use super::Failure;
+use crate::args::{EventArgs, WatchArgs};
+use crate::json::{self, Json};
+use crate::Failure;
 
 /// How often the loop wakes without overflows, to notice the target's exit and Ctrl-C.
 const TICK: Duration = Duration::from_millis(50);
@@ -287,7 +287,7 @@ impl StatusLine {
 pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     if args.when.is_some() {
         // Threshold crossings of a group's rate or ratio, not overflows.
-        return super::trigger::run(args);
+        return crate::trigger::run(args);
     }
     let specs = if args.events.is_empty() {
         vec![default_event()]

@@ -2,6 +2,7 @@
 //! phases, an exact breakpoint ratio through symbols, actions on crossings, and the
 //! errors for bad expressions and missing events.
 
+#[path = "../../tests/util/mod.rs"]
 mod util;
 
 use std::io::Write;
@@ -9,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 
 use serde_json::Value;
 
-const PHASES_C: &str = include_str!("util/phases.c");
+const PHASES_C: &str = include_str!("../../tests/util/phases.c");
 const SPIN: &str = "200000000";
 const PAGES: u64 = 20000;
 
