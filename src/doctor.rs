@@ -437,20 +437,15 @@ fn probe_tracepoint() -> Check {
 
 /// The mapped file and file offset of `addr`, from `/proc/self/maps`.
 fn file_offset_of(addr: u64) -> Option<(String, u64)> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines().find_map(|line| {
-        // start-end perms offset dev inode path
-        let mut f = line.split_whitespace();
-        let (start, end) = f.next()?.split_once('-')?;
-        let (start, end) = (
-            u64::from_str_radix(start, 16).ok()?,
-            u64::from_str_radix(end, 16).ok()?,
-        );
-        let perms = f.next()?;
-        let offset = u64::from_str_radix(f.next()?, 16).ok()?;
-        let path = f.nth(2)?;
-        (start <= addr && addr < end && perms.contains('x') && path.starts_with('/'))
-            .then(|| (path.to_string(), addr - start + offset))
+    let maps = crate::proc::maps(0).ok()?;
+    maps.iter().find_map(|m| {
+        let path = m.path()?;
+        (m.start <= addr && addr < m.end && m.exec).then(|| {
+            (
+                path.to_string_lossy().into_owned(),
+                addr - m.start + m.offset,
+            )
+        })
     })
 }
 

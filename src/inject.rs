@@ -316,7 +316,7 @@ impl InjectConfig {
         };
         let signal = match get(ENV_SIGNAL).filter(|s| !s.is_empty()) {
             None => None,
-            Some(s) => Some(crate::launch::signal_from_name(&s).ok_or_else(|| {
+            Some(s) => Some(crate::process::signal_from_name(&s).ok_or_else(|| {
                 usage(
                     ENV_SIGNAL,
                     format!("'{s}' is not a signal"),

@@ -6,6 +6,7 @@
 )]
 #![warn(missing_docs, missing_debug_implementations)]
 
+pub mod console;
 pub mod counter;
 pub mod doctor;
 pub mod error;
@@ -13,14 +14,20 @@ pub mod event;
 pub mod inject;
 pub mod launch;
 pub mod notify;
+#[cfg(feature = "profile")]
 pub mod output;
+pub mod proc;
+pub mod process;
 pub mod records;
 pub mod ring;
 pub mod sampler;
+#[cfg(feature = "profile")]
 pub mod symbolize;
+#[cfg(feature = "profile")]
 pub mod symbols;
 pub mod sys;
 pub mod trigger;
+#[cfg(feature = "profile")]
 pub mod unwind;
 
 pub use counter::{Builder, Count, Counter, Group, GroupCounts, ReadFormat, SampleType, Target};

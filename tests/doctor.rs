@@ -1,5 +1,6 @@
 //! `perfring doctor`: the library report and the binary's JSON, checked against what
 //! this kind of machine (a VM without a hardware PMU, x86) must show.
+#![cfg(feature = "profile")]
 
 mod util;
 

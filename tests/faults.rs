@@ -5,6 +5,8 @@
 //! Exact counts come from breakpoints with period 1: the kernel counts every hit in the
 //! counter's value, and never throttles a software-driven overflow that comes alone, so
 //! `samples read + samples lost (PERF_FORMAT_LOST) == hits` whatever the machine's load.
+// Some tests need the profile layer (symbols, the CLI); their imports go unused without it.
+#![cfg_attr(not(feature = "profile"), allow(unused_imports))]
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 mod util;
@@ -178,6 +180,7 @@ fn spin_us(us: u64) {
     }
 }
 
+#[cfg(feature = "profile")]
 /// The watched command is SIGKILLed from inside the drain callback: the drain goes on,
 /// epoll reports the hang-up, the child is reaped as killed, and every breakpoint hit it
 /// made before dying is a sample read or counted lost.
@@ -222,7 +225,7 @@ fn target_sigkilled_while_its_ring_is_drained() {
                     samples += 1;
                     if samples == 20_000 {
                         killed_at = Some(samples);
-                        perfring::launch::signal_process(pid, libc::SIGKILL).unwrap();
+                        perfring::process::signal_process(pid, libc::SIGKILL).unwrap();
                     }
                 }
             })
@@ -406,7 +409,7 @@ fn eintr_in_the_stopped_child_does_not_abort_the_launch() {
     for _ in 0..5 {
         let stopped = Command::new("true").spawn_stopped().unwrap();
         for _ in 0..20 {
-            perfring::launch::signal_process(stopped.pid(), libc::SIGUSR2).unwrap();
+            perfring::process::signal_process(stopped.pid(), libc::SIGUSR2).unwrap();
             std::thread::sleep(Duration::from_millis(1));
         }
         let mut child = stopped.start().expect("the child survived the signals");
@@ -449,6 +452,7 @@ fn signalfd_reads_every_notification_under_a_signal_storm() {
 
 // ---- stdout closed mid-watch (`perfring watch ... | head -1`).
 
+#[cfg(feature = "profile")]
 /// Starts `perfring watch --json -e mem:target:x -c 1 -- prog ARGS` with stdout on a
 /// pipe, reads its first line (the first overflow), closes the pipe as `head -1` does,
 /// and returns perfring's exit status, how long it took to exit after the close, and
@@ -489,6 +493,7 @@ fn watch_then_close_stdout(prog_args: &[&str]) -> (std::process::ExitStatus, Dur
     (status, closed.elapsed(), pid)
 }
 
+#[cfg(feature = "profile")]
 /// A target that keeps overflowing: perfring's next write fails, it ends the command and
 /// exits 0 (a closed pipe is not a failure).
 #[test]
@@ -497,11 +502,12 @@ fn closed_stdout_ends_a_busy_watch_with_status_0_and_ends_the_target() {
     eprintln!("exited {status:?} {took:?} after the close");
     assert_eq!(status.code(), Some(0));
     assert!(
-        !perfring::launch::is_alive(pid),
+        !perfring::proc::is_alive(pid),
         "the command was left running"
     );
 }
 
+#[cfg(feature = "profile")]
 /// A target that overflows once and then sleeps a minute: perfring has nothing more to
 /// write, yet notices the closed pipe on its next tick, ends the command and exits 0.
 #[test]
@@ -510,25 +516,25 @@ fn closed_stdout_ends_a_quiet_watch_at_once() {
     eprintln!("exited {status:?} {took:?} after the close");
     assert_eq!(status.code(), Some(0));
     assert!(
-        !perfring::launch::is_alive(pid),
+        !perfring::proc::is_alive(pid),
         "the command was left running"
     );
 }
 
-/// `launch::output_closed`: a pipe is closed once its reader is gone, a file never.
+/// `console::output_closed`: a pipe is closed once its reader is gone, a file never.
 #[test]
 fn output_closed_sees_a_pipe_whose_reader_is_gone() {
     use std::os::fd::AsFd;
     let (reader, writer) = std::io::pipe().unwrap();
-    assert!(!perfring::launch::output_closed(writer.as_fd()));
+    assert!(!perfring::console::output_closed(writer.as_fd()));
     drop(reader);
-    assert!(perfring::launch::output_closed(writer.as_fd()));
+    assert!(perfring::console::output_closed(writer.as_fd()));
     let file = std::fs::File::create(
         std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("faults-out-{}", std::process::id())),
     )
     .unwrap();
-    assert!(!perfring::launch::output_closed(file.as_fd()));
+    assert!(!perfring::console::output_closed(file.as_fd()));
 }
 
 /// `Sampler::poll` interrupted by a signal returns (after draining), as documented,
@@ -554,6 +560,7 @@ fn eintr_ends_sampler_poll() {
     );
 }
 
+#[cfg(feature = "profile")]
 /// The same through the sampler (inherited counters, a ring per CPU): the command is
 /// SIGKILLed from the drain callback, the sampler reports it ended by that signal, and
 /// every hit is a sample delivered or counted lost by the kernel (`PERF_FORMAT_LOST`,
@@ -597,7 +604,7 @@ fn sampled_command_sigkilled_while_the_sampler_drains() {
                     samples += 1;
                     if samples == 20_000 {
                         killed = true;
-                        perfring::launch::signal_process(pid, libc::SIGKILL).unwrap();
+                        perfring::process::signal_process(pid, libc::SIGKILL).unwrap();
                     }
                 }
             })

@@ -1,6 +1,7 @@
 //! `perfring inject` and `libperfring_inject.so` on unmodified C programs (and Python):
 //! exact record counts per thread from a breakpoint, the program's own signal handlers
 //! and exit status untouched, hooks called exactly once per overflow.
+#![cfg(feature = "profile")]
 
 mod util;
 

@@ -1,4 +1,5 @@
 //! perf.data written by `perfring::output::PerfData`, read back by the real `perf`.
+#![cfg(feature = "profile")]
 
 mod util;
 

@@ -1,5 +1,6 @@
 //! pprof written by `perfring::output::Pprof`, read back by the real `go tool pprof`,
 //! and checked against `perf report` on the same recording.
+#![cfg(feature = "profile")]
 
 mod util;
 

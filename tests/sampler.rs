@@ -1,5 +1,6 @@
 //! `perfring::sampler`: whole programs with threads created after the attach, exact
 //! counts per thread from an execute breakpoint.
+#![cfg(feature = "profile")]
 
 mod util;
 
@@ -284,7 +285,7 @@ fn a_process_that_has_exited_is_refused_at_once() {
     let mut child = Command::new("true").spawn().unwrap();
     let pid = child.id() as i32;
     // Exited but not reaped: its /proc entries (and task list) are still there.
-    while launch::process_state(pid) != Some('Z') {
+    while perfring::proc::state(pid) != Some('Z') {
         std::thread::sleep(Duration::from_millis(1));
     }
     for per_thread in [false, true] {
@@ -424,7 +425,7 @@ fn shared_cpu_rings_still_wake_the_poll_after_their_first_root_exits() {
     // a poll that reports its counters' hang-up (pending once it is a zombie) takes
     // their rings off epoll, if they own them.
     stdin.write_all(b"1").unwrap();
-    while launch::process_state(pid) != Some('Z') {
+    while perfring::proc::state(pid) != Some('Z') {
         std::thread::sleep(Duration::from_millis(1));
     }
     sampler

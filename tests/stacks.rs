@@ -6,6 +6,7 @@
 //! then drains the ring: MMAP2/COMM/EXIT records feed the address spaces, each sample
 //! is unwound and named. Every sample's stack is checked, and the number of samples is
 //! the number of calls.
+#![cfg(feature = "profile")]
 
 mod util;
 

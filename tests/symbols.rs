@@ -1,5 +1,6 @@
 //! ELF symbols against real processes: the no-ASLR PIE base, `mem:SYMBOL` breakpoints
 //! and `uprobe:PATH:SYMBOL` probes counting exactly, and ip symbolization.
+#![cfg(feature = "profile")]
 
 mod util;
 
@@ -195,7 +196,7 @@ fn mem_symbol_in_a_loaded_library_counts_each_call() {
     // Wait until the loader has mapped libc (it blocks in fgets afterwards).
     let loaded = || {
         std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains("libc"))
-            && perfring::launch::process_state(pid) == Some('S')
+            && perfring::proc::state(pid) == Some('S')
     };
     while !loaded() {
         std::thread::sleep(std::time::Duration::from_millis(5));

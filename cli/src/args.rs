@@ -450,7 +450,7 @@ fn parse_watch(p: &mut Parser) -> Result<Command, Failure> {
             (_, "exec") => w.exec = Some(string(p, "--exec")?),
             (_, "signal") => {
                 let s = string(p, "--signal")?;
-                let sig = perfring::launch::signal_from_name(&s).ok_or_else(|| {
+                let sig = perfring::process::signal_from_name(&s).ok_or_else(|| {
                     usage(format!(
                         "--signal {s:?}: not a signal; give a name (USR1, SIGUSR2, RTMIN+1) or a number"
                     ))
@@ -599,7 +599,7 @@ fn parse_inject(p: &mut Parser) -> Result<Command, Failure> {
             }
             (_, "signal") => {
                 let s = string(p, "--signal")?;
-                let sig = perfring::launch::signal_from_name(&s).ok_or_else(|| {
+                let sig = perfring::process::signal_from_name(&s).ok_or_else(|| {
                     usage(format!(
                         "--signal {s:?}: not a signal; give a real-time one (RTMIN+3) or a number"
                     ))

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use perfring::launch::Interrupts;
+use perfring::console::Interrupts;
 use perfring::output::{self, EventInfo, PerfData, Pprof, QueueSize, Sink, StreamStats, Streamer};
 use perfring::records::Layout;
 use perfring::ring::RingSize;

@@ -5,10 +5,11 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use perfring::launch::{self, Interrupts};
+use perfring::console::Interrupts;
 use perfring::sampler::{ExecQueue, Sampler, Target, TargetEnd};
 use perfring::symbols::{is_symbolic, resolve_event, TargetImage};
 use perfring::trigger::{Crossing, Expr, Measure, OpenOptions, Scope, Trigger, Update};
+use perfring::{launch, process};
 
 use crate::args::{WatchArgs, WhenArgs};
 use crate::json::{self, Json};
@@ -128,7 +129,7 @@ impl Reporter<'_> {
         }
         let (pid, tid) = (w.pid as i32, w.tid as i32);
         if let Some(sig) = self.args.signal {
-            if launch::signal_thread(pid, tid, sig).is_err() {
+            if process::signal_thread(pid, tid, sig).is_err() {
                 self.signal_failures += 1;
             }
         }
@@ -145,7 +146,7 @@ impl Reporter<'_> {
         }
         if self.args.stop_at == Some(self.seq) {
             let _ = self.out.flush();
-            match launch::stop_process(pid, STOP_WAIT) {
+            match process::stop_process(pid, STOP_WAIT) {
                 Ok(()) => {
                     eprintln!(
                         "perfring: stopped process {pid} at crossing {}; resume it with: kill -CONT {pid}",

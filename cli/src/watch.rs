@@ -7,7 +7,7 @@ use std::io::{IsTerminal, Write};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-use perfring::launch::{self, Interrupts};
+use perfring::console::Interrupts;
 use perfring::records::CpuMode;
 use perfring::records::RecordKind;
 use perfring::ring::RingSize;
@@ -15,6 +15,7 @@ use perfring::sampler::{Delivery, ExecQueue, Sampler, Target};
 use perfring::symbolize::{AddressSpaces, Frame, Symbolizer};
 use perfring::symbols::{is_symbolic, TargetImage};
 use perfring::unwind::{RawFrame, Unwinder};
+use perfring::{launch, process};
 use perfring::{sys, Builder, Counter, ErrorKind, SampleType};
 
 use crate::args::{EventArgs, WatchArgs};
@@ -215,7 +216,7 @@ impl State<'_> {
             return;
         }
         if let Some(sig) = self.args.signal {
-            if launch::signal_thread(pid as i32, tid as i32, sig).is_err() {
+            if process::signal_thread(pid as i32, tid as i32, sig).is_err() {
                 self.signal_failures += 1;
             }
         }
@@ -234,7 +235,7 @@ impl State<'_> {
         }
         if self.args.stop_at == Some(self.seq) {
             let _ = self.out.flush();
-            match launch::stop_process(pid as i32, STOP_WAIT) {
+            match process::stop_process(pid as i32, STOP_WAIT) {
                 Ok(()) => {
                     eprintln!(
                         "perfring: stopped process {pid} at overflow {}; resume it with: kill -CONT {pid}",
@@ -501,7 +502,9 @@ fn watch_loop(
             .poll(Some(TICK), |d| state.record(d))
             .map_err(Failure::Runtime)?;
         // `| head -1`: end at once, even when there is nothing more to write.
-        if state.out.flush().is_err() || launch::output_closed(state.out.get_ref().as_fd()) {
+        if state.out.flush().is_err()
+            || perfring::console::output_closed(state.out.get_ref().as_fd())
+        {
             state.end.get_or_insert(End::OutputClosed);
         }
         if let Some(end) = state.end {

@@ -6,7 +6,7 @@
 //! let b = perfring::Counter::builder("cpu-clock")?.period(100_000);
 //! let fields = perfring::counter::explain::fields(&b);
 //! let period = fields.iter().find(|f| f.name == "sample_period").unwrap();
-//! assert_eq!(period.value, perfring::counter::explain::FieldFieldValue::Dec(100_000));
+//! assert_eq!(period.value, perfring::counter::explain::FieldValue::Dec(100_000));
 //! # Ok::<(), perfring::Error>(())
 //! ```
 

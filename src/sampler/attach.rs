@@ -12,7 +12,6 @@ use super::target::{process_alive, thread_alive, Watchee};
 use super::{EventInfo, Mode, Sampler, SamplerBuilder, Target};
 use crate::counter::{Builder, Counter, SampleType};
 use crate::event::{Event, Software};
-use crate::launch;
 use crate::notify::{Budget, Poller, Token};
 use crate::records::{Layout, Record, RecordKind};
 use crate::ring::Ring;
@@ -503,7 +502,8 @@ impl Sampler {
             let counter = match self.open_budgeted(&b) {
                 Ok(c) => c,
                 Err(e)
-                    if !main && !launch::is_alive(tid) || e.raw_os_error() == Some(libc::ESRCH) =>
+                    if !main && !crate::proc::is_alive(tid)
+                        || e.raw_os_error() == Some(libc::ESRCH) =>
                 {
                     self.missed_threads += 1;
                     return Ok(());
@@ -528,7 +528,7 @@ impl Sampler {
     fn attach_process(&mut self, pid: libc::pid_t) -> Result<()> {
         // A process that has exited (a zombie's /proc entries remain until it is reaped)
         // has nothing to sample: say so now rather than attach to nothing.
-        if launch::process_state(pid).is_none() {
+        if crate::proc::state(pid).is_none() {
             return Err(exited(pid, "no process has this id"));
         }
         if !process_alive(pid) {
@@ -542,7 +542,7 @@ impl Sampler {
         // stays listed in /proc/PID/task while other threads run).
         let mut gone: HashSet<u32> = HashSet::new();
         for round in 0..MAX_ROUNDS {
-            let tids: Vec<libc::pid_t> = launch::threads(pid)
+            let tids: Vec<libc::pid_t> = crate::proc::threads(pid)
                 .map_err(|_| exited(pid, "it exited while perfring attached to it"))?
                 .into_iter()
                 .filter(|t| !self.attached.contains(&(*t as u32)) && !gone.contains(&(*t as u32)))

@@ -741,7 +741,7 @@ impl Sampler {
     /// [`ErrorKind::InvalidArgument`] for a CPU target; the `kill` errno otherwise.
     pub fn signal_target(&self, signal: i32) -> Result<()> {
         match self.watchee.pid() {
-            Some(pid) => crate::launch::signal_process(pid, signal),
+            Some(pid) => crate::process::signal_process(pid, signal),
             None => Err(Error::new(
                 ErrorKind::InvalidArgument,
                 "Sampler::signal_target",

@@ -55,7 +55,7 @@ impl Watchee {
                 status.map(TargetEnd::Exited)
             }
             Watchee::Pid(pid) => (!process_alive(*pid)).then_some(TargetEnd::Gone),
-            Watchee::Tid(tid) => (!launch::is_alive(*tid)).then_some(TargetEnd::Gone),
+            Watchee::Tid(tid) => (!crate::proc::is_alive(*tid)).then_some(TargetEnd::Gone),
             Watchee::Cpus => None,
         })
     }
@@ -99,9 +99,9 @@ impl Watchee {
 /// Whether process `pid` has a thread that has not exited: its main thread or, once
 /// that called `pthread_exit` (a zombie leader while the others run), any other.
 pub(crate) fn process_alive(pid: libc::pid_t) -> bool {
-    match launch::process_state(pid) {
+    match crate::proc::state(pid) {
         None | Some('X') => false,
-        Some('Z') => launch::threads(pid)
+        Some('Z') => crate::proc::threads(pid)
             .is_ok_and(|tids| tids.iter().any(|&t| t != pid && thread_alive(pid, t))),
         Some(_) => true,
     }

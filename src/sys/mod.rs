@@ -141,6 +141,15 @@ pub unsafe fn ioctl_ptr<T>(
     }
 }
 
+/// An empty signal set (`sigemptyset`), to fill with `libc::sigaddset`.
+pub fn empty_sigset() -> libc::sigset_t {
+    // SAFETY: sigset_t is a plain C struct of integers, for which all-zero is valid.
+    let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid sigset_t for sigemptyset to initialise.
+    unsafe { libc::sigemptyset(&mut set) };
+    set
+}
+
 /// Whether build.rs fell back to the committed snapshot (no libclang at build time).
 pub fn bindings_from_snapshot() -> bool {
     cfg!(perfring_bindings_snapshot)

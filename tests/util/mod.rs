@@ -328,4 +328,5 @@ pub fn build_member(package: &str) -> std::path::PathBuf {
     }
     dir
 }
+#[cfg(feature = "profile")]
 pub mod capture;
