@@ -18,7 +18,8 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use perfring::launch::Command;
 use perfring::records::{Layout, Record, RecordKind};
 use perfring::ring::{Ring, RingSize};
-use perfring::symbolize::{AddressSpaces, Symbolizer};
+use perfring::space::AddressSpaces;
+use perfring::symbolize::Symbolizer;
 use perfring::unwind::{CallGraph, Unwinder};
 use perfring::{Counter, SampleType, Target};
 

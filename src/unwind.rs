@@ -1,28 +1,29 @@
-//! Call stacks of samples: frame-pointer call chains as the kernel records them
-//! (`PERF_SAMPLE_CALLCHAIN`), and DWARF unwinding of a copy of the user stack
-//! (`PERF_SAMPLE_REGS_USER` + `PERF_SAMPLE_STACK_USER`) with [`framehop`], the
-//! unwinder samply uses, over each mapped file's `.eh_frame`/`.eh_frame_hdr`/
-//! `.debug_frame`.
+//! Call stacks of samples, one path for both call-graph modes.
 //!
-//! - [`CallGraph`]: how to ask the kernel for stacks (`fp`, or `dwarf[,BYTES]` as perf
-//!   spells it) and [`CallGraph::configure`] to set a [`Builder`] up for it.
-//! - [`RawFrame`]: one address of a stack, with whether it is a kernel address and
-//!   whether it is a return address (whose call is one byte back).
-//! - [`callchain_frames`]: a callchain without its `PERF_CONTEXT_*` markers.
-//! - [`Unwinder`]: a sample's frames, kernel part from the callchain and user part
-//!   from the callchain or, when the sample carries registers and stack, from
-//!   framehop; per-process unwind state is built from [`AddressSpaces`] and rebuilt
-//!   when a process maps new code.
+//! - **Frame pointers** ([`CallGraph::Fp`]): the kernel walks the frame-pointer chain
+//!   (`PERF_SAMPLE_CALLCHAIN`). That walk starts from `rbp`, which at a function's first
+//!   instructions (before `push rbp; mov rbp, rsp` — an execute breakpoint on the
+//!   function fires exactly there), in its epilogue, and in leaves that set up no frame
+//!   at all (most of libc's string functions) is still the *caller's* frame: the chain
+//!   then skips the direct caller. So each sample also carries the user registers and
+//!   the top [`FP_STACK_BYTES`] of the user stack, and [`Unwinder`] decides the first
+//!   frame with the file's CFI (`.eh_frame`) through [`framehop`]: if the return address
+//!   it finds is not the chain's second entry, it is the missing caller and goes in.
+//! - **DWARF** ([`CallGraph::Dwarf`]): the kernel copies `stack_bytes` of the user stack
+//!   with the user registers (perf's mask), and the whole user stack is unwound here
+//!   with framehop over each mapped file's `.eh_frame`/`.eh_frame_hdr`/`.debug_frame`;
+//!   the kernel part still comes from the callchain (`exclude_callchain_user`), as with
+//!   `perf record --call-graph dwarf`, whose `sample_type` this is.
 //!
-//! Frame-pointer chains miss a frame when the sample lands before the function has
-//! pushed its frame (at its first instructions, e.g. a breakpoint on the function's
-//! entry: the caller's caller appears, the caller does not). DWARF unwinding has no
-//! such gap, and works without frame pointers.
+//! [`Unwinder::sample_frames`] tells the two apart by the sample itself (a callchain with
+//! a user part is a frame-pointer one), so it unwinds `perf record`'s files too.
+//! Load biases come from [`ElfFile::bias_of_mapping`], the crate's one rule.
 //!
 //! # Examples
 //! ```no_run
 //! use perfring::unwind::{CallGraph, Unwinder};
-//! use perfring::symbolize::{AddressSpaces, Symbolizer};
+//! use perfring::space::AddressSpaces;
+//! use perfring::symbolize::Symbolizer;
 //!
 //! let graph: CallGraph = "dwarf,16384".parse()?;
 //! let builder = graph
@@ -46,10 +47,11 @@ use framehop::{
     CacheNative, ExplicitModuleSectionInfo, FrameAddress, MayAllocateDuringUnwind, Module,
     UnwindRegsNative, Unwinder as _, UnwinderNative,
 };
-use object::{Object, ObjectSection, ObjectSegment};
+use object::{Object, ObjectSection};
 
+use crate::elf::ElfFile;
 use crate::records::{Regs, Sample, UserStack};
-use crate::symbolize::AddressSpaces;
+use crate::space::AddressSpaces;
 use crate::{sys, Builder, Error, ErrorKind, Result, SampleType};
 
 /// The deepest stack returned; deeper ones are cut (perf's default `kernel.perf_event_max_stack`).
@@ -57,19 +59,40 @@ pub const MAX_DEPTH: usize = 127;
 /// User stack bytes copied per sample by `--call-graph dwarf` without a size (perf's default).
 pub const DEFAULT_STACK_BYTES: u32 = 8192;
 
-/// The user registers DWARF unwinding needs, as a `sample_regs_user` mask.
+/// User stack bytes copied per sample in frame-pointer mode, for the first frame's
+/// CFI: what a function's entry, its epilogue or a frameless leaf has pushed below its
+/// return address. (A leaf with a bigger frame keeps the kernel's chain as it is.)
+pub const FP_STACK_BYTES: u32 = 512;
+
+/// The user registers the unwinder reads (ip, sp, bp), as a `sample_regs_user` mask:
+/// what frame-pointer mode asks for.
 #[cfg(target_arch = "x86_64")]
 pub const UNWIND_REGS: u64 =
     (1 << sys::PERF_REG_X86_IP) | (1 << sys::PERF_REG_X86_SP) | (1 << sys::PERF_REG_X86_BP);
-/// The user registers DWARF unwinding needs: none known on this architecture.
+/// The user registers the unwinder reads: none known on this architecture.
 #[cfg(not(target_arch = "x86_64"))]
 pub const UNWIND_REGS: u64 = 0;
+
+/// The user registers DWARF mode asks for: perf's `PERF_REGS_MASK` (every general
+/// register but the segment ones), so that `perf report` unwinds perfring's perf.data
+/// exactly as its own.
+#[cfg(target_arch = "x86_64")]
+pub const DWARF_REGS: u64 = ((1 << sys::PERF_REG_X86_64_MAX) - 1)
+    & !((1 << sys::PERF_REG_X86_DS)
+        | (1 << sys::PERF_REG_X86_ES)
+        | (1 << sys::PERF_REG_X86_FS)
+        | (1 << sys::PERF_REG_X86_GS));
+/// The user registers DWARF mode asks for: none known on this architecture.
+#[cfg(not(target_arch = "x86_64"))]
+pub const DWARF_REGS: u64 = 0;
 
 /// How samples get their call stacks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum CallGraph {
     /// `PERF_SAMPLE_CALLCHAIN`: the kernel walks frame pointers (user code must keep
-    /// them: `-fno-omit-frame-pointer`, `-C force-frame-pointers=yes`).
+    /// them: `-fno-omit-frame-pointer`, `-C force-frame-pointers=yes`), plus the user
+    /// registers and [`FP_STACK_BYTES`] of stack, from which the file's CFI decides the
+    /// first frame (see the module docs).
     Fp,
     /// `PERF_SAMPLE_REGS_USER` + `PERF_SAMPLE_STACK_USER`: the kernel copies
     /// `stack_bytes` of the user stack, unwound here with the files' CFI; the kernel
@@ -117,7 +140,8 @@ impl std::str::FromStr for CallGraph {
 }
 
 impl CallGraph {
-    /// Adds what this mode samples to `builder`'s `sample_type` (keeping the rest).
+    /// Adds what this mode samples to `builder`'s `sample_type` (keeping the rest), and
+    /// its registers and stack size: the one place either mode is configured.
     ///
     /// [`AddressSpaces`] also needs `MMAP2`/`COMM`/`FORK`/`EXIT` records: ask for them
     /// on this counter with [`Builder::track_tasks`], or get them from a tracking
@@ -127,7 +151,7 @@ impl CallGraph {
     /// [`ErrorKind::Unsupported`] for `dwarf` on an architecture whose registers
     /// perfring does not know (only x86_64 is done).
     pub fn configure_checked(self, builder: Builder) -> Result<Builder> {
-        if matches!(self, CallGraph::Dwarf { .. }) && UNWIND_REGS == 0 {
+        if matches!(self, CallGraph::Dwarf { .. }) && DWARF_REGS == 0 {
             return Err(Error::new(
                 ErrorKind::Unsupported,
                 "set up DWARF unwinding",
@@ -142,12 +166,25 @@ impl CallGraph {
     }
 
     /// As [`configure_checked`](Self::configure_checked); on an architecture without
-    /// DWARF support, `dwarf` samples no user stack and stacks have kernel frames only.
+    /// known registers, `dwarf` samples no user stack and stacks have kernel frames only,
+    /// and `fp` keeps the kernel's chain as it is.
     pub fn configure(self, builder: Builder) -> Builder {
         let current = SampleType::from_bits(builder.attr().sample_type);
         let mut b = builder;
         match self {
-            CallGraph::Fp => b.sample(current | SampleType::TID | SampleType::CALLCHAIN),
+            CallGraph::Fp if UNWIND_REGS == 0 => {
+                b.sample(current | SampleType::TID | SampleType::CALLCHAIN)
+            }
+            CallGraph::Fp => b
+                .sample(
+                    current
+                        | SampleType::TID
+                        | SampleType::CALLCHAIN
+                        | SampleType::REGS_USER
+                        | SampleType::STACK_USER,
+                )
+                .sample_regs_user(UNWIND_REGS)
+                .sample_stack_user(FP_STACK_BYTES),
             CallGraph::Dwarf { stack_bytes } => {
                 b.attr_mut().set_exclude_callchain_user(1);
                 b.sample(
@@ -157,9 +194,25 @@ impl CallGraph {
                         | SampleType::REGS_USER
                         | SampleType::STACK_USER,
                 )
-                .sample_regs_user(UNWIND_REGS)
+                .sample_regs_user(DWARF_REGS)
                 .sample_stack_user(stack_bytes)
             }
+        }
+    }
+
+    /// The mode an attr was configured for: `fp` for a callchain with the user part,
+    /// `dwarf` for a user stack copy without it, `None` without a callchain.
+    pub fn of_attr(attr: &sys::perf_event_attr) -> Option<CallGraph> {
+        let t = SampleType::from_bits(attr.sample_type);
+        if !t.contains(SampleType::CALLCHAIN) {
+            return None;
+        }
+        if attr.exclude_callchain_user() != 0 && t.contains(SampleType::STACK_USER) {
+            Some(CallGraph::Dwarf {
+                stack_bytes: attr.sample_stack_user,
+            })
+        } else {
+            Some(CallGraph::Fp)
         }
     }
 }
@@ -242,24 +295,18 @@ impl Deref for Bytes {
     }
 }
 
-/// What framehop needs of one ELF file.
+/// What framehop needs of one ELF file: its headers (for the load bias) and its
+/// unwind sections.
 struct ElfUnwindInfo {
-    /// `(p_vaddr, p_offset, p_filesz)` of each `PT_LOAD`.
-    segments: Vec<(u64, u64, u64)>,
+    elf: ElfFile,
     sections: ExplicitModuleSectionInfo<Bytes>,
 }
 
 impl ElfUnwindInfo {
     fn load(path: &Path) -> Option<ElfUnwindInfo> {
+        let elf = ElfFile::open(path).ok()?;
         let file: Arc<[u8]> = std::fs::read(path).ok()?.into();
         let obj = object::File::parse(&*file).ok()?;
-        let segments = obj
-            .segments()
-            .map(|s| {
-                let (off, size) = s.file_range();
-                (s.address(), off, size)
-            })
-            .collect();
         let section = |name: &str| {
             let s = obj.section_by_name(name)?;
             let svma = s.address()..s.address() + s.size();
@@ -275,7 +322,7 @@ impl ElfUnwindInfo {
         let got_svma = section(".got").map(|s| s.0);
         let debug_frame = section(".debug_frame").and_then(|s| s.1);
         Some(ElfUnwindInfo {
-            segments,
+            elf,
             sections: ExplicitModuleSectionInfo {
                 base_svma: 0,
                 text_svma,
@@ -293,29 +340,6 @@ impl ElfUnwindInfo {
                 text_segment: None,
             },
         })
-    }
-
-    /// The load bias of a mapping at `start` of file offset `pgoff`: the segment whose
-    /// page-aligned file range begins there lands at `bias + p_vaddr`.
-    ///
-    /// Segments can share a page (one ends and the next begins in it), so the segment
-    /// whose aligned start is exactly `pgoff` wins over one that merely covers it.
-    fn bias(&self, start: u64, pgoff: u64) -> Option<u64> {
-        let &(vaddr, off, _) = self
-            .segments
-            .iter()
-            .find(|&&(_, off, _)| off & !0xfff == pgoff)
-            .or_else(|| {
-                self.segments
-                    .iter()
-                    .find(|&&(_, off, size)| off & !0xfff <= pgoff && pgoff < off + size.max(1))
-            })?;
-        Some(
-            start
-                .wrapping_add(off)
-                .wrapping_sub(pgoff)
-                .wrapping_sub(vaddr),
-        )
     }
 }
 
@@ -361,9 +385,11 @@ impl Unwinder {
     }
 
     /// A sample's frames, innermost first, appended to `out`: kernel frames from its
-    /// callchain; user frames from its user registers and stack when it has them
-    /// ([`CallGraph::Dwarf`]), else from its callchain ([`CallGraph::Fp`]); else just
-    /// its ip. `spaces` must hold the sample's process (records observed up to it).
+    /// callchain; user frames from its callchain with the first frame decided by CFI
+    /// ([`CallGraph::Fp`]: the chain has a user part and the sample carries registers and
+    /// stack), or unwound from its registers and stack ([`CallGraph::Dwarf`]: no user part
+    /// in the chain), or the chain alone; else just its ip. `spaces` must hold the
+    /// sample's process (records observed up to it).
     pub fn sample_frames(
         &mut self,
         spaces: &AddressSpaces,
@@ -371,27 +397,24 @@ impl Unwinder {
         out: &mut Vec<RawFrame>,
     ) {
         let pid = sample.pid().unwrap_or(0);
-        let dwarf = match (sample.regs_user(), sample.stack_user()) {
+        let copy = match (sample.regs_user(), sample.stack_user()) {
             (Some(regs), Some(stack)) if !regs.regs.is_empty() => Some((regs, stack)),
             _ => None,
         };
         let start = out.len();
         if let Some(chain) = sample.callchain() {
             callchain_frames(chain.iter(), out);
-            if dwarf.is_some() {
-                // exclude_callchain_user: keep the kernel part only.
-                let mut i = start;
-                while i < out.len() {
-                    if out[i].kernel {
-                        i += 1;
-                    } else {
-                        out.remove(i);
-                    }
-                }
-            }
         }
-        if let Some((regs, stack)) = dwarf {
-            self.unwind(spaces, pid, &regs, &stack, out);
+        let user = out[start..]
+            .iter()
+            .position(|f| !f.kernel)
+            .map(|i| start + i);
+        match (copy, user) {
+            (Some((regs, stack)), Some(first)) => {
+                self.fix_first_frame(spaces, pid, &regs, &stack, out, first)
+            }
+            (Some((regs, stack)), None) => self.unwind(spaces, pid, &regs, &stack, out),
+            (None, _) => {}
         }
         if out.len() == start {
             if let Some(ip) = sample.ip() {
@@ -401,6 +424,54 @@ impl Unwinder {
                     return_address: false,
                 });
             }
+        }
+    }
+
+    /// The first frame of a frame-pointer chain, decided by CFI: `out[first..]` are the
+    /// user frames the kernel walked from `rbp`, `out[first]` the interrupted ip. The
+    /// return address the file's CFI finds for that ip (from `regs` and the `stack`
+    /// copy) is the direct caller; when the chain's next entry is not it, the chain
+    /// started from the caller's frame (the function had not pushed its own, or has
+    /// none), and it is inserted. Without CFI for the ip, or when the return address
+    /// lies beyond the copy, the chain stays as the kernel wrote it.
+    pub fn fix_first_frame(
+        &mut self,
+        spaces: &AddressSpaces,
+        pid: u32,
+        regs: &Regs<'_>,
+        stack: &UserStack<'_>,
+        out: &mut Vec<RawFrame>,
+        first: usize,
+    ) {
+        let Some(ret) = self.return_address(spaces, pid, regs, stack) else {
+            return;
+        };
+        if out.get(first + 1).map(|f| f.ip) == Some(ret) || out.len() - first >= MAX_DEPTH {
+            return;
+        }
+        out.insert(
+            first + 1,
+            RawFrame {
+                ip: ret,
+                kernel: false,
+                return_address: true,
+            },
+        );
+    }
+
+    /// The return address of the frame at `regs`' ip, by CFI, if the copy holds it.
+    fn return_address(
+        &mut self,
+        spaces: &AddressSpaces,
+        pid: u32,
+        regs: &Regs<'_>,
+        stack: &UserStack<'_>,
+    ) -> Option<u64> {
+        let mut two = Vec::with_capacity(2);
+        self.walk(spaces, pid, regs, stack, 2, &mut two);
+        match two.get(1) {
+            Some(f) if f.return_address && f.ip != 0 => Some(f.ip),
+            _ => None,
         }
     }
 
@@ -414,6 +485,18 @@ impl Unwinder {
         pid: u32,
         regs: &Regs<'_>,
         stack: &UserStack<'_>,
+        out: &mut Vec<RawFrame>,
+    ) {
+        self.walk(spaces, pid, regs, stack, MAX_DEPTH, out);
+    }
+
+    fn walk(
+        &mut self,
+        spaces: &AddressSpaces,
+        pid: u32,
+        regs: &Regs<'_>,
+        stack: &UserStack<'_>,
+        depth: usize,
         out: &mut Vec<RawFrame>,
     ) {
         let Some((ip, sp, bp)) = unwind_regs(regs) else {
@@ -450,7 +533,7 @@ impl Unwinder {
         let mut n = 0;
         // An error ends the stack (usually: the copy of it ends); frames so far stand.
         while let Ok(Some(f)) = frames.next() {
-            if n >= MAX_DEPTH {
+            if n >= depth {
                 break;
             }
             out.push(RawFrame {
@@ -489,7 +572,7 @@ impl Unwinder {
                 .mappings()
                 .find(|m| m.path == path)
                 .map_or((start, pgoff), |m| (m.start, m.pgoff));
-            let Some(bias) = info.bias(first.0, first.1) else {
+            let Some(bias) = info.elf.bias_of_mapping(first.0, first.1) else {
                 continue;
             };
             let module = Module::new(

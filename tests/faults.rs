@@ -187,7 +187,7 @@ fn spin_us(us: u64) {
 #[test]
 fn target_sigkilled_while_its_ring_is_drained() {
     let prog = c_program(false);
-    let target = perfring::symbols::Symbols::load(&prog)
+    let target = perfring::elf::ElfFile::load(&prog)
         .unwrap()
         .require("target")
         .unwrap()
@@ -569,7 +569,7 @@ fn eintr_ends_sampler_poll() {
 fn sampled_command_sigkilled_while_the_sampler_drains() {
     use perfring::sampler::{Sampler, Target as SamplerTarget, TargetEnd};
     let prog = c_program(false);
-    let target = perfring::symbols::Symbols::load(&prog)
+    let target = perfring::elf::ElfFile::load(&prog)
         .unwrap()
         .require("target")
         .unwrap()

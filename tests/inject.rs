@@ -278,15 +278,23 @@ fn hex(v: &Value) -> u64 {
 }
 
 /// Each record stopped at `hot`'s first instruction (the breakpoint), so its stack's
-/// first frame is the return address into `work`, `hot`'s only caller: the walk reads
-/// it at `sp`, where the call left it (`hot` has not pushed a frame yet).
+/// second frame (after `hot`'s own) is the return address into `work`, `hot`'s only
+/// caller: `hot` has not pushed a frame yet, and the unwinder's first frame (CFI, from
+/// the stack copy at `sp`) finds it where the call left it.
 fn assert_callers_are_work(records: &[Value]) {
     let syms = program_symbols();
     let (hot, _) = syms["hot"];
     let (work, work_len) = syms["work"];
     for r in records {
         let base = hex(&r["ip"]) - hot; // the PIE's load address
-        let first = r["stack"].get(0).unwrap_or_else(|| panic!("no stack: {r}"));
+        let stack = r["stack"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no stack: {r}"));
+        let frames: Vec<&Value> = stack.iter().filter(|f| f["inlined"] == false).collect();
+        assert_eq!(frames[0]["ip"], r["ip"], "the first frame is the ip's: {r}");
+        assert_eq!(frames[0]["sym"], "hot", "{r}");
+        let first = &frames.get(1).unwrap_or_else(|| panic!("no caller: {r}"))["ip"];
+        assert_eq!(frames[1]["sym"], "work", "{r}");
         let caller = hex(first) - base;
         assert!(
             (work..work + work_len).contains(&caller),

@@ -7,7 +7,8 @@ mod util;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use perfring::output::{proto, Chunk, PerfData, Pprof, Sink};
+use perfring::output::{PerfData, Pprof};
+use perfring::pipeline::Output;
 use util::capture::{self, perf, Spec};
 
 /// `go tool pprof ARGS`, with a private HOME and no symbolization of its own.
@@ -106,11 +107,10 @@ fn breakpoint_samples_read_back_exactly_by_go_pprof() {
         period: 100,
         callchain: false,
     };
-    let (mut sink, cap) = capture::record(&prog, &["10000", "0"], &spec, |ev| {
-        Pprof::create(&file, ev).unwrap()
-    });
+    let (out, profile) = capture::Shared::new(Pprof::create(&file).unwrap());
+    let cap = capture::record_to(&prog, &["10000", "0"], &spec, |_| out);
     assert_eq!(cap.samples, vec![100]);
-    let summary = sink.summary();
+    let summary = profile.lock().unwrap().summary();
     assert_eq!(summary.samples, 100);
     assert_eq!(summary.by_function, vec![("hot".to_string(), 100)]);
     let top = pprof_top(&dir, "prof.pb.gz");
@@ -130,19 +130,6 @@ fn breakpoint_samples_read_back_exactly_by_go_pprof() {
     assert!(raw.contains("thread_name:[threads]"), "{raw}");
 }
 
-/// Writes the same records to two sinks: one recording read by two tools.
-struct Tee(PerfData, Pprof);
-impl Sink for Tee {
-    fn write_chunk(&mut self, c: &Chunk) -> perfring::Result<()> {
-        self.0.write_chunk(c)?;
-        self.1.write_chunk(c)
-    }
-    fn finish(&mut self) -> perfring::Result<()> {
-        Sink::finish(&mut self.0)?;
-        Sink::finish(&mut self.1)
-    }
-}
-
 #[test]
 fn cpu_clock_on_threads_perf_report_and_pprof_agree_on_the_top_symbols() {
     let dir = capture::scratch("pp-agree");
@@ -153,14 +140,16 @@ fn cpu_clock_on_threads_perf_report_and_pprof_agree_on_the_top_symbols() {
         callchain: true,
     };
     let (pd, pp) = (dir.join("perf.data"), dir.join("prof.pb.gz"));
-    let (mut sink, cap) = capture::record(&prog, &["0", "4000000"], &spec, |ev| {
-        Tee(
-            PerfData::create(&pd, ev, &[]).unwrap(),
-            Pprof::create(&pp, ev).unwrap(),
-        )
+    // One recording, two outputs of one pipeline, read by two tools.
+    let (out, profile) = capture::Shared::new(Pprof::create(&pp).unwrap());
+    let (_, cap) = capture::record(&prog, &["0", "4000000"], &spec, |ev| {
+        perfring::pipeline::Pipeline::new(ev, None)
+            .unwrap()
+            .output(PerfData::open(&pd).unwrap())
+            .output(out)
     });
     assert_eq!(cap.stats.lost_records, 0);
-    let ours = sink.1.summary();
+    let ours = profile.lock().unwrap().summary();
     assert_eq!(
         ours.samples, cap.samples[0],
         "every sample aggregated: {ours:?}"
@@ -203,125 +192,13 @@ fn a_write_error_names_the_output_and_the_fix() {
         .write(true)
         .open("/dev/full")
         .unwrap();
-    let mut p = Pprof::new(full, "/dev/full", &ev).unwrap();
+    let mut p = Pprof::new(full, "/dev/full");
+    let rec = perfring::pipeline::Recording::new(&ev, &[], None);
+    p.start(&rec).unwrap();
     let e = p.finish().unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
     assert!(e.to_string().contains("/dev/full"), "{e}");
     assert!(e.fix().unwrap().contains("free space"), "{e}");
-}
-
-/// The field numbers of `proto/profile.proto`, by message and field name.
-fn proto_fields() -> BTreeMap<(String, String), u32> {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/proto/profile.proto"))
-        .unwrap();
-    let mut m = BTreeMap::new();
-    let mut message = String::new();
-    for line in text.lines() {
-        let code = line.split("//").next().unwrap().trim();
-        if let Some(rest) = code.strip_prefix("message ") {
-            message = rest.trim_end_matches('{').trim().to_string();
-        } else if let Some((decl, num)) = code.strip_suffix(';').and_then(|c| c.split_once('=')) {
-            let name = decl.split_whitespace().last().unwrap().to_string();
-            if let (false, Ok(n)) = (message.is_empty(), num.trim().parse()) {
-                m.insert((message.clone(), name), n);
-            }
-        }
-    }
-    m
-}
-
-/// The field number of the one field set in `msg`'s encoding.
-fn tag_of(msg: &impl prost::Message) -> u32 {
-    let bytes = msg.encode_to_vec();
-    let mut key = 0u64;
-    for (i, b) in bytes.iter().enumerate() {
-        key |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            break;
-        }
-    }
-    (key >> 3) as u32
-}
-
-#[test]
-fn prost_messages_follow_the_field_numbers_of_profile_proto() {
-    let spec = proto_fields();
-    let mut checked = 0;
-    let mut check = |message: &str, field: &str, msg: &dyn Fn() -> u32| {
-        let want = spec
-            .get(&(message.to_string(), field.to_string()))
-            .unwrap_or_else(|| panic!("{message}.{field} is not in profile.proto"));
-        assert_eq!(msg(), *want, "{message}.{field}");
-        checked += 1;
-    };
-    macro_rules! field {
-        ($msg:ident, $field:ident, $value:expr) => {
-            check(stringify!($msg), stringify!($field), &|| {
-                tag_of(&proto::$msg {
-                    $field: $value,
-                    ..Default::default()
-                })
-            })
-        };
-    }
-    let vt = proto::ValueType { r#type: 1, unit: 1 };
-    field!(Profile, sample_type, vec![vt]);
-    field!(Profile, sample, vec![proto::Sample::default()]);
-    field!(Profile, mapping, vec![proto::Mapping::default()]);
-    field!(Profile, location, vec![proto::Location::default()]);
-    field!(Profile, function, vec![proto::Function::default()]);
-    field!(Profile, string_table, vec![String::new()]);
-    field!(Profile, drop_frames, 1);
-    field!(Profile, keep_frames, 1);
-    field!(Profile, time_nanos, 1);
-    field!(Profile, duration_nanos, 1);
-    field!(Profile, period_type, Some(vt));
-    field!(Profile, period, 1);
-    field!(Profile, comment, vec![1]);
-    field!(Profile, default_sample_type, 1);
-    check("ValueType", "type", &|| {
-        tag_of(&proto::ValueType { r#type: 1, unit: 0 })
-    });
-    field!(ValueType, unit, 1);
-    field!(Sample, location_id, vec![1]);
-    field!(Sample, value, vec![1]);
-    field!(Sample, label, vec![proto::Label::default()]);
-    field!(Label, key, 1);
-    field!(Label, str, 1);
-    field!(Label, num, 1);
-    field!(Label, num_unit, 1);
-    field!(Mapping, id, 1);
-    field!(Mapping, memory_start, 1);
-    field!(Mapping, memory_limit, 1);
-    field!(Mapping, file_offset, 1);
-    field!(Mapping, filename, 1);
-    field!(Mapping, build_id, 1);
-    field!(Mapping, has_functions, true);
-    field!(Mapping, has_filenames, true);
-    field!(Mapping, has_line_numbers, true);
-    field!(Mapping, has_inline_frames, true);
-    field!(Location, id, 1);
-    field!(Location, mapping_id, 1);
-    field!(Location, address, 1);
-    field!(Location, line, vec![proto::Line::default()]);
-    field!(Location, is_folded, true);
-    field!(Line, function_id, 1);
-    field!(Line, line, 1);
-    field!(Function, id, 1);
-    field!(Function, name, 1);
-    field!(Function, system_name, 1);
-    field!(Function, filename, 1);
-    field!(Function, start_line, 1);
-    // Every field of the messages perfring writes (the .proto's Breakdown and
-    // LabelSet extensions, 3 + 2 + 2 fields, are not written).
-    let written = spec
-        .keys()
-        .filter(|(m, f)| {
-            !matches!(m.as_str(), "Breakdown" | "LabelSet")
-                && !matches!(f.as_str(), "tick_unit" | "label_set" | "breakdown")
-        })
-        .count();
-    assert_eq!(checked, written);
 }
 
 /// Reads one HTTP request (head and `Content-Length` body), answers `status`, and
@@ -368,7 +245,11 @@ fn push_sends_the_profile_to_a_pyroscope_ingest_endpoint() {
     let ev = [perfring::output::EventInfo::new("cpu-clock", attr, vec![1]).unwrap()];
     let dir = capture::scratch("pp-push");
     let file = dir.join("p.pb.gz");
-    Pprof::create(&file, &ev).unwrap().finish().unwrap();
+    let mut empty = Pprof::create(&file).unwrap();
+    empty
+        .start(&perfring::pipeline::Recording::new(&ev, &[], None))
+        .unwrap();
+    empty.finish().unwrap();
     let gz = std::fs::read(&file).unwrap();
     let t0 = std::time::SystemTime::now();
     perfring::output::push_pyroscope(&url, "demo.cpu{host=a}", &gz, t0, t0).unwrap();

@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use perfring::records::RecordKind;
+use perfring::resolve::{resolve_event, TargetImage};
 use perfring::sampler::{Delivery, Sampler, Target, TargetEnd};
-use perfring::symbols::{resolve_event, TargetImage};
 use perfring::{launch, Counter, SampleType};
 
 const THREADS: usize = 50;

@@ -13,11 +13,13 @@ mod util;
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 
+use perfring::elf::ElfFile;
 use perfring::launch::Command;
 use perfring::records::{Layout, RecordKind};
+use perfring::resolve::{resolve_event, TargetImage};
 use perfring::ring::{Ring, RingSize};
-use perfring::symbolize::{AddressSpaces, Frame, Symbolizer};
-use perfring::symbols::{resolve_event, Symbols, TargetImage};
+use perfring::space::AddressSpaces;
+use perfring::symbolize::{Frame, Symbolizer};
 use perfring::unwind::{CallGraph, Unwinder};
 use perfring::{Counter, Event, SampleType, Target};
 
@@ -30,10 +32,11 @@ const STACK_C: &str = r#"
 #include <dlfcn.h>
 #define NOINLINE __attribute__((noinline, noclone))
 volatile int sink;
-/* Each caller uses its callee's result, so no call is a tail call. leaf keeps a local on
-   the stack: gcc sets up no frame (even with -fno-omit-frame-pointer) in a leaf that
-   needs no stack, and an fp chain from such a leaf skips its caller. */
-NOINLINE int leaf(int x) { volatile int local = x; sink += local; return sink * 3; }
+/* Each caller uses its callee's result, so no call is a tail call. leaf needs no stack,
+   so gcc sets up no frame in it (even with -fno-omit-frame-pointer): the kernel's fp
+   chain from it, and from any function's first instruction, starts at its caller's
+   frame and skips the caller; perfring's unwinder puts it back with the CFI. */
+NOINLINE int leaf(int x) { sink += x; return sink * 3; }
 NOINLINE int mid(int x) { int r = leaf(x + 1); sink += r; return r + 1; }
 NOINLINE int top(int x) { int r = mid(x + 2); sink += r; return r + 2; }
 static inline __attribute__((always_inline)) int twice(int x) { sink = x; return sink * 2; }
@@ -214,22 +217,6 @@ fn breakpoint(prog: &Path, spec: &str) -> Event {
     resolve_event(spec, &TargetImage::Spawned(prog.to_owned())).unwrap()
 }
 
-/// `leaf`'s offset past `push %rbp; mov %rsp,%rbp`: a frame-pointer chain taken there
-/// includes `leaf`'s caller (at the entry the frame is not pushed yet, so the chain
-/// skips from `leaf` to its caller's caller — the known limit of fp unwinding).
-fn after_prologue(prog: &Path, func: &str) -> u64 {
-    let s = Symbols::load(prog).unwrap();
-    let f = s.find(func).unwrap();
-    let off = s.file_offset(f.addr).unwrap() as usize;
-    let bytes = std::fs::read(prog).unwrap();
-    let code = &bytes[off..off + 16];
-    let at = code
-        .windows(3)
-        .position(|w| w == [0x48, 0x89, 0xe5])
-        .unwrap_or_else(|| panic!("no mov %rsp,%rbp in {func}: {code:x?}"));
-    (at + 3) as u64
-}
-
 fn assert_every_stack(run: &Run, expect: &[&str], what: &str) {
     assert_eq!(run.lost, 0, "{what}: records lost");
     assert_eq!(run.stacks.len(), N, "{what}: one sample per call");
@@ -243,14 +230,16 @@ fn assert_every_stack(run: &Run, expect: &[&str], what: &str) {
     }
 }
 
+/// At the function's first instruction (an execute breakpoint on it) of a leaf that
+/// sets up no frame: the kernel's chain starts at `mid`'s frame and skips `mid`; the
+/// CFI of the first frame puts it back.
 #[test]
-fn fp_stack_is_leaf_mid_top_main() {
+fn fp_stack_is_leaf_mid_top_main_at_the_entry() {
     let prog = stack_prog(true);
-    let off = after_prologue(&prog, "leaf");
-    let ev = breakpoint(&prog, &format!("mem:leaf+{off}:x"));
+    let ev = breakpoint(&prog, "mem:leaf:x");
     let run = run(&prog, &["stack", &N.to_string()], ev, CallGraph::Fp, false);
     assert_every_stack(&run, &["leaf", "mid", "top", "main"], "fp");
-    assert!(run.stacks.iter().all(|s| s[0].off == Some(off)));
+    assert!(run.stacks.iter().all(|s| s[0].off == Some(0)));
 }
 
 #[test]
@@ -315,7 +304,7 @@ fn leaf_file_and_line_are_addr2lines() {
     assert_eq!(run.stacks.len(), 1);
     let leaf = &run.stacks[0][0];
     assert_eq!(leaf.sym.as_deref(), Some("leaf"));
-    let vaddr = Symbols::load(&prog).unwrap().find("leaf").unwrap().addr;
+    let vaddr = ElfFile::load(&prog).unwrap().find("leaf").unwrap().addr;
     let out = Process::new("addr2line")
         .arg("-e")
         .arg(&prog)
@@ -336,7 +325,7 @@ fn leaf_file_and_line_are_addr2lines() {
 #[test]
 fn an_inlined_function_is_reported_inlined() {
     let prog = stack_prog(true);
-    let symbols = Symbols::load(&prog).unwrap();
+    let symbols = ElfFile::load(&prog).unwrap();
     let outer = symbols.find("outer").unwrap().clone();
     let mut names = Symbolizer::new();
     let mut found = None;
@@ -404,11 +393,9 @@ fn a_library_dlopened_after_the_watch_started_is_named() {
                 "{graph:?}: {stack:#?}"
             );
             assert_eq!(stack[0].dso.as_deref(), lib.to_str(), "{stack:#?}");
-            // A uprobe fires at the entry, before lib_work pushes a frame: an fp chain
-            // skips its caller there; DWARF does not.
-            if graph != CallGraph::Fp {
-                assert_eq!(names(stack)[1..], ["main"], "{stack:#?}");
-            }
+            // A uprobe fires at the entry, before lib_work pushes a frame: the kernel's
+            // fp chain skips its caller there, the CFI of the first frame does not.
+            assert_eq!(names(stack)[1..], ["main"], "{graph:?}: {stack:#?}");
         }
     }
 }
@@ -513,13 +500,13 @@ fn watch_json_lines_carry_the_stack() {
     assert_eq!(summary["lost"], 0);
 }
 
+/// `watch -g -e mem:leaf:x`: the breakpoint at the entry of the frameless `leaf`.
 #[test]
 fn watch_g_prints_the_stack_indented_under_each_line() {
     let prog = stack_prog(true);
-    let off = after_prologue(&prog, "leaf");
     let out = watch(&[
         "-e",
-        &format!("mem:leaf+{off}:x"),
+        "mem:leaf:x",
         "-g",
         "--",
         prog.to_str().unwrap(),
@@ -534,7 +521,7 @@ fn watch_g_prints_the_stack_indented_under_each_line() {
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().collect();
     let firsts: Vec<usize> = (0..lines.len())
-        .filter(|&i| lines[i].contains("mem:leaf+"))
+        .filter(|&i| lines[i].contains("mem:leaf:x"))
         .collect();
     assert_eq!(firsts.len(), 2, "{text}");
     for i in firsts {
@@ -545,7 +532,7 @@ fn watch_g_prints_the_stack_indented_under_each_line() {
                 l.split_whitespace().nth(1).unwrap()
             })
             .collect();
-        assert_eq!(frames[0], format!("leaf+{off:#x}"), "{text}");
+        assert_eq!(frames[0], "leaf", "{text}");
         assert_eq!(
             frames[1..]
                 .iter()
@@ -572,19 +559,19 @@ fn watch_refuses_an_unknown_call_graph_mode() {
 /// not named from that file: a rebuilt program would give wrong names.
 #[test]
 fn a_file_with_another_build_id_is_not_used_for_names() {
-    use perfring::symbolize::MappedFile;
+    use perfring::space::Mapping;
     use perfring::unwind::RawFrame;
     let prog = stack_prog(true);
-    let symbols = Symbols::load(&prog).unwrap();
+    let symbols = ElfFile::load(&prog).unwrap();
     let leaf = symbols.find("leaf").unwrap().addr;
     let off = symbols.file_offset(leaf).unwrap();
     let page = off & !0xfff;
-    let mapping = |build_id: Option<Vec<u8>>| MappedFile {
+    let mapping = |build_id: Option<Vec<u8>>| Mapping {
         start: 0x10_0000,
         end: 0x10_0000 + 0x1000,
         pgoff: page,
         path: prog.as_path().into(),
-        build_id,
+        build_id: build_id.map(std::sync::Arc::from),
     };
     let ip = 0x10_0000 + (off - page);
     let mut names = Symbolizer::new();

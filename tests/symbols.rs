@@ -4,18 +4,20 @@
 
 mod util;
 
+use perfring::elf::{ElfFile, ElfType, NO_ASLR_PIE_BASE};
 use perfring::launch::{Command, Waited};
-use perfring::symbols::{
-    resolve_event, AddressSpace, ElfType, ProcessMaps, Symbols, TargetImage, NO_ASLR_PIE_BASE,
-};
+use perfring::resolve::{resolve_event, TargetImage};
+use perfring::space::AddressSpaces;
+use perfring::symbolize::Symbolizer;
+use perfring::unwind::RawFrame;
 use perfring::{Counter, ErrorKind, Target};
 
 const N: u64 = 7;
 
 #[test]
 fn elf_types_and_segments() {
-    let pie = Symbols::load(util::c_program(true)).unwrap();
-    let exe = Symbols::load(util::c_program(false)).unwrap();
+    let pie = ElfFile::load(util::c_program(true)).unwrap();
+    let exe = ElfFile::load(util::c_program(false)).unwrap();
     assert_eq!(pie.elf_type(), ElfType::Dynamic);
     assert_eq!(exe.elf_type(), ElfType::Executable);
     assert!(pie.has_interpreter());
@@ -34,7 +36,7 @@ fn elf_types_and_segments() {
 
 #[test]
 fn missing_symbol_suggests_close_names() {
-    let s = Symbols::load(util::c_program(true)).unwrap();
+    let s = ElfFile::load(util::c_program(true)).unwrap();
     let e = s.require("targt").unwrap_err();
     assert_eq!(e.kind(), ErrorKind::NotFound);
     assert!(e.to_string().contains("'target'"), "{e}");
@@ -43,24 +45,26 @@ fn missing_symbol_suggests_close_names() {
 }
 
 /// The measured constant: a PIE spawned with `no_aslr` is mapped where
-/// `Symbols::no_aslr_bias` (from `NO_ASLR_PIE_BASE`) says.
+/// `ElfFile::no_aslr_bias` (from `NO_ASLR_PIE_BASE`) says.
 #[test]
 #[cfg(target_arch = "x86_64")]
 fn no_aslr_pie_base_is_what_the_kernel_uses() {
     assert_eq!(NO_ASLR_PIE_BASE, Some(0x5555_5555_4000));
     let prog = util::c_program(true);
-    let symbols = Symbols::load(&prog).unwrap();
+    let symbols = ElfFile::load(&prog).unwrap();
     let stopped = Command::new(&prog)
         .args(["0", "5"])
         .no_aslr(true)
         .spawn_stopped()
         .unwrap();
     let mut child = stopped.start().unwrap();
-    let maps = ProcessMaps::read(child.pid()).unwrap();
-    let bias = maps.bias_of(&symbols);
+    let mut spaces = AddressSpaces::new();
+    spaces.attach(child.pid() as u32).unwrap();
+    let space = spaces.process(child.pid() as u32).unwrap();
+    let bias = space.bias_of(&symbols);
     child.signal(libc::SIGKILL).unwrap();
     child.wait().unwrap();
-    assert_eq!(bias, Some(symbols.no_aslr_bias().unwrap()), "{maps:?}");
+    assert_eq!(bias, Some(symbols.no_aslr_bias().unwrap()), "{space:?}");
 }
 
 fn count_spawned(prog: &std::path::Path, spec: &str, no_aslr: bool) -> u64 {
@@ -123,7 +127,7 @@ fn uprobe_on_symbol_counts_each_call() {
 #[test]
 fn attached_process_symbols_and_describe() {
     let prog = util::c_program(true);
-    let symbols = Symbols::load(&prog).unwrap();
+    let symbols = ElfFile::load(&prog).unwrap();
     let target = symbols.find("target").unwrap().clone();
     // With ASLR on: the address must come from the process's maps.
     let stopped = Command::new(&prog)
@@ -133,10 +137,24 @@ fn attached_process_symbols_and_describe() {
     let mut child = stopped.start().unwrap();
     let pid = child.pid();
     let event = resolve_event("mem:target+1:x", &TargetImage::Process(pid));
-    let mut space = AddressSpace::new(pid).unwrap();
-    let bias = space.maps().bias_of(&symbols).unwrap();
+    let mut spaces = AddressSpaces::new();
+    spaces.attach(pid as u32).unwrap();
+    let bias = spaces
+        .process(pid as u32)
+        .unwrap()
+        .bias_of(&symbols)
+        .unwrap();
     let runtime = target.addr + bias;
-    let described = (space.describe(runtime), space.describe(runtime + 4));
+    let mut names = Symbolizer::new();
+    let mut describe = |ip: u64| {
+        let frames = names.frames(&spaces, pid as u32, &[RawFrame::user(ip)]);
+        let f = frames.iter().find(|f| !f.inlined).unwrap();
+        match (f.sym.as_deref().unwrap(), f.off) {
+            (sym, Some(0) | None) => sym.to_string(),
+            (sym, Some(off)) => format!("{sym}+{off:#x}"),
+        }
+    };
+    let described = (describe(runtime), describe(runtime + 4));
     assert_eq!(
         perfring::launch::wait_for_exit(pid, Some(std::time::Duration::from_millis(10))).unwrap(),
         Waited::TimedOut

@@ -43,8 +43,8 @@ use perfring_core::notify::{
     Token,
 };
 use perfring_core::records::{Layout, Record, RecordKind};
+use perfring_core::resolve::{resolve_event, TargetImage};
 use perfring_core::ring::{Ring, RingSize};
-use perfring_core::symbols::{self, TargetImage};
 use perfring_core::{Builder, Counter, Error, ErrorKind, SampleType, Target};
 
 pub use overflow::{perfring_overflow, PERFRING_HUP, PERFRING_OVERFLOW};
@@ -387,14 +387,10 @@ pub unsafe extern "C" fn perfring_options_init(opts: *mut perfring_options) -> c
 }
 
 fn builder_from(event: &str, o: &perfring_options) -> Result<Builder, Fail> {
-    // `mem:SYMBOL:x` and `uprobe:` resolve against this process's own executable.
-    let ev = if symbols::is_symbolic(event) || event.starts_with("uprobe:") {
-        // SAFETY: getpid has no preconditions.
-        let pid = unsafe { libc::getpid() };
-        symbols::resolve_event(event, &TargetImage::Process(pid))?
-    } else {
-        perfring_core::Event::parse(event)?
-    };
+    // `mem:SYMBOL:x` and `uprobe:` resolve against this process's own executable;
+    // perf's syntax parses as it is.
+    let pid = std::process::id() as libc::pid_t;
+    let ev = resolve_event(event, &TargetImage::Process(pid))?;
     let mut b = Counter::builder_for(ev)
         .sample(SampleType::from_bits(o.sample_type))
         .wakeup_events(o.wakeup_events.max(1))

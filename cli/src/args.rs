@@ -7,7 +7,7 @@
 use std::ffi::OsString;
 
 use lexopt::{Arg, Parser};
-use perfring::symbols::{resolve_event, TargetImage};
+use perfring::resolve::{resolve_event, TargetImage};
 use perfring::{Builder, Counter, ReadFormat, SampleType, Target};
 
 use crate::Failure;
@@ -105,6 +105,38 @@ pub struct WatchArgs {
     /// `--when EXPR` and its companions: report threshold crossings instead of
     /// overflows (see [`WhenArgs`]).
     pub when: Option<WhenArgs>,
+}
+
+impl WatchArgs {
+    /// The session's target: the command, `-p`, `-t` or `-C` (checked: exactly one).
+    pub fn target(&self) -> Result<perfring::sampler::Target, Failure> {
+        use perfring::sampler::Target as T;
+        Ok(match (&self.command[..], self.pid, self.tid, self.cpu) {
+            ([_, ..], ..) => perfring::profiler::command(&self.command)
+                .ok_or_else(|| usage("no command given"))?,
+            ([], Some(pid), _, _) => T::Pid(pid),
+            ([], None, Some(tid), _) => T::Tid(tid),
+            ([], None, None, Some(cpu)) => T::Cpus(vec![cpu]),
+            ([], None, None, None) => {
+                return Err(usage("nothing to watch: give a command, -p, -t or -C"))
+            }
+        })
+    }
+
+    /// `-c N` or `-F HZ`, if given.
+    pub fn rate(&self) -> Result<Option<perfring::profiler::Rate>, Failure> {
+        use perfring::profiler::Rate;
+        Ok(match (self.period, self.frequency) {
+            (Some(_), Some(_)) => {
+                return Err(usage(
+                    "-c (period) and -F (frequency) are exclusive: give one",
+                ))
+            }
+            (Some(n), None) => Some(Rate::Period(n)),
+            (None, Some(hz)) => Some(Rate::Frequency(hz)),
+            (None, None) => None,
+        })
+    }
 }
 
 /// `perfring watch --when`'s flags.

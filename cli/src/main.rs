@@ -3,6 +3,7 @@
 
 mod args;
 mod doctor;
+mod exec;
 mod explain;
 mod inject;
 mod json;

@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 use perfring::launch::{self, Waited};
 use perfring::ring::RingSize;
 use perfring::sampler::{Sampler, Target, TargetEnd};
-use perfring::symbols::{is_symbolic, resolve_event, TargetImage};
 use perfring::{Count, Counter, Event};
 
 use crate::args::StatArgs;
@@ -38,13 +37,6 @@ pub fn run(args: &StatArgs) -> Result<Report, Failure> {
     }
 }
 
-fn resolve_all(args: &StatArgs, image: &TargetImage) -> Result<Vec<Event>, Failure> {
-    args.events
-        .iter()
-        .map(|spec| resolve_event(spec, image).map_err(Failure::Input))
-        .collect()
-}
-
 /// Counts `events` over `target` with a sampler: it opens what the target needs
 /// (inherited counters on a command before its exec, or on every thread of a process)
 /// and follows threads created later; its rings stay empty (counting events).
@@ -72,26 +64,13 @@ fn read_all(sampler: &Sampler) -> Result<Vec<Line>, Failure> {
 }
 
 fn spawn(args: &StatArgs) -> Result<Report, Failure> {
-    let program = &args.command[0];
-    let mut command = launch::Command::new(program).args(&args.command[1..]);
-    let Some(path) = launch::find_program(program) else {
-        // Let the launcher say what is wrong: it knows how it searched.
-        return Err(Failure::Runtime(
-            command
-                .spawn_stopped()
-                .expect_err("find_program found nothing"),
-        ));
-    };
-    let events = resolve_all(args, &TargetImage::Spawned(path))?;
-    // Symbol addresses in a PIE are predicted for its no-ASLR base.
-    let no_aslr = args
-        .events
-        .iter()
-        .any(|e| e.starts_with("mem:") && is_symbolic(e));
-    command = command.no_aslr(no_aslr);
+    let target = perfring::profiler::command(&args.command).expect("a command was given");
+    // Symbol addresses in a PIE are predicted for its no-ASLR base: the session's
+    // resolver says so.
+    let resolved = perfring::profiler::resolve(target, &args.events).map_err(input)?;
     let started = Instant::now();
     // On error the sampler kills and reaps the command.
-    let mut sampler = start(Target::Command(command), events)?;
+    let mut sampler = start(resolved.target, resolved.events)?;
     let status = wait_child(&mut sampler)?;
     let duration = started.elapsed();
     Ok(Report {
@@ -105,6 +84,15 @@ fn spawn(args: &StatArgs) -> Result<Report, Failure> {
         duration,
         exit_code: Some(status.code()),
     })
+}
+
+/// A bad event string is the user's input; a missing program is a run-time failure.
+fn input(e: perfring::Error) -> Failure {
+    if e.kind() == perfring::ErrorKind::NotFound && e.to_string().contains("start") {
+        Failure::Runtime(e)
+    } else {
+        Failure::Input(e)
+    }
 }
 
 /// Waits for the command; Ctrl-C goes to it (as to any program in the foreground),
@@ -131,8 +119,8 @@ fn wait_child(sampler: &mut Sampler) -> Result<launch::ExitStatus, Failure> {
 }
 
 fn attach(args: &StatArgs, pid: i32) -> Result<Report, Failure> {
-    let events = resolve_all(args, &TargetImage::Process(pid))?;
-    let sampler = start(Target::Pid(pid), events)?;
+    let resolved = perfring::profiler::resolve(Target::Pid(pid), &args.events).map_err(input)?;
+    let sampler = start(resolved.target, resolved.events)?;
     let started = Instant::now();
     launch::wait_for_exit(pid, args.duration).map_err(Failure::Runtime)?;
     let duration = started.elapsed();

@@ -6,10 +6,12 @@ use std::io::Write;
 use std::time::{Duration, Instant};
 
 use perfring::console::Interrupts;
-use perfring::sampler::{ExecQueue, Sampler, Target, TargetEnd};
-use perfring::symbols::{is_symbolic, resolve_event, TargetImage};
+use perfring::profiler::Resolver;
+use perfring::sampler::{Sampler, TargetEnd};
+
+use crate::exec::ExecQueue;
+use perfring::process;
 use perfring::trigger::{Crossing, Expr, Measure, OpenOptions, Scope, Trigger, Update};
-use perfring::{launch, process};
 
 use crate::args::{WatchArgs, WhenArgs};
 use crate::json::{self, Json};
@@ -173,9 +175,8 @@ fn significant(v: f64) -> String {
 }
 
 /// The library trigger for `--when` and its companions.
-fn trigger(when: &WhenArgs, image: &TargetImage) -> Result<Trigger, Failure> {
-    let expr =
-        Expr::parse_with(&when.expr, &mut |s| resolve_event(s, image)).map_err(Failure::Input)?;
+fn trigger(when: &WhenArgs, resolver: &mut Resolver) -> Result<Trigger, Failure> {
+    let expr = Expr::parse_with(&when.expr, &mut |s| resolver.event(s)).map_err(Failure::Input)?;
     let mut t = Trigger::new(expr);
     if let Some(span) = when.window {
         t = t.span(span);
@@ -198,43 +199,18 @@ fn trigger(when: &WhenArgs, image: &TargetImage) -> Result<Trigger, Failure> {
 /// Runs `watch --when` to the end; returns the command's exit code, if it is to be ours.
 pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     let when = args.when.as_ref().expect("run only with --when");
-    let (image, program) = match (args.command.first(), args.pid.or(args.tid)) {
-        (Some(name), _) => {
-            let Some(path) = launch::find_program(name) else {
-                return Err(Failure::Runtime(
-                    launch::Command::new(name)
-                        .spawn_stopped()
-                        .expect_err("find_program found nothing"),
-                ));
-            };
-            (TargetImage::Spawned(path.clone()), Some(path))
-        }
-        (None, Some(pid)) => (TargetImage::Process(pid), None),
-        (None, None) => (TargetImage::None, None),
-    };
-    let trigger = trigger(when, &image)?;
-    let expr = trigger.expr().clone();
-
-    let no_aslr = [Some(expr.numerator()), expr.denominator()]
-        .into_iter()
-        .flatten()
-        .any(|op| is_symbolic(&expr.text()[op.span.clone()]));
     // A command: its threads and children inherit the group from its exec on. -p:
     // every thread it has, each inheriting to the threads it creates. -t: one.
-    let target = match (&program, args.pid, args.tid) {
-        (Some(_), _, _) => Target::Command(
-            launch::Command::new(&args.command[0])
-                .args(&args.command[1..])
-                .no_aslr(no_aslr),
-        ),
-        (None, Some(pid), _) => Target::Pid(pid),
-        (None, None, Some(tid)) => Target::Tid(tid),
-        (None, None, None) => unreachable!("parse_watch requires a target"),
-    };
+    let target = args.target()?;
+    let mut resolver = Resolver::new(&target).map_err(Failure::Runtime)?;
+    let trigger = trigger(when, &mut resolver)?;
+    let expr = trigger.expr().clone();
+    let program = resolver.program().map(|p| p.to_path_buf());
+    let target = resolver.target(target);
     let options = OpenOptions {
         ring: perfring::ring::RingSize::Pages(args.pages.unwrap_or(64)),
     };
-    let spawned = program.is_some();
+    let spawned = program.is_some() && !args.command.is_empty();
     let interrupts = Interrupts::block().map_err(Failure::Runtime)?;
     let start_ns = perfring::counter::clock_ns(libc::CLOCK_MONOTONIC);
     let started = Instant::now();

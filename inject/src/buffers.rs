@@ -24,6 +24,10 @@ pub const SLOTS: usize = 128;
 pub const CAP: u64 = 2048;
 /// Frame-pointer return addresses kept per sample (after the ip).
 pub const FRAMES: usize = 30;
+/// Bytes of the stack copied from `sp` per sample, for the unwinder's first frame
+/// (its CFI reads the return address of a function that has not pushed its frame):
+/// what the library's frame-pointer mode asks the kernel for.
+pub const STACK_BYTES: usize = perfring::unwind::FP_STACK_BYTES as usize;
 
 /// One recorded overflow, plain data.
 #[derive(Clone, Copy)]
@@ -41,13 +45,26 @@ pub struct Entry {
     pub nframes: u64,
     /// Return addresses, innermost first.
     pub frames: [u64; FRAMES],
+    /// The interrupted stack pointer.
+    pub sp: u64,
+    /// The interrupted frame pointer.
+    pub bp: u64,
+    /// Valid bytes of `stack`.
+    pub stack_len: u64,
+    /// The top of the stack, from `sp` up.
+    pub stack: [u8; STACK_BYTES],
 }
 
 impl Entry {
     /// The valid return addresses, innermost first.
-    pub fn stack(&self) -> &[u64] {
+    pub fn frames(&self) -> &[u64] {
         let n = (self.nframes as usize).min(FRAMES);
         &self.frames[..n]
+    }
+
+    /// The valid part of the stack copy.
+    pub fn stack_copy(&self) -> &[u8] {
+        &self.stack[..(self.stack_len as usize).min(STACK_BYTES)]
     }
 }
 

@@ -6,7 +6,7 @@
 //!
 //! How:
 //! - **Arming.** The constructor resolves each event inside the process (`mem:hot:x`
-//!   against its own executable, through `perfring::symbols`), opens one counter per
+//!   against its own executable, through `perfring::resolve`), opens one counter per
 //!   event in the main thread with `sigtrap` + `inherit` + `inherit_thread` +
 //!   `remove_on_exec`, and attaches it to perfring's SIGTRAP handler
 //!   (`perfring::notify::Sigtrap`). Every thread created later — by `pthread_create`
@@ -14,9 +14,11 @@
 //!   thread. An exec'd program loses the counters (`remove_on_exec`) and is armed
 //!   again by its own copy of the preloaded library.
 //! - **Acting**, in the overflowing thread, in signal context ([`on_overflow`]):
-//!   `record` copies ip, tid, time and a frame-pointer stack into the thread's
-//!   lock-free buffer ([`buffers`]); a writer thread turns them into JSON lines shaped
-//!   like `perfring watch --json`'s and writes them out every 10 ms and at exit.
+//!   `record` copies ip, tid, time, a frame-pointer stack, `sp`, `fp` and the top of
+//!   the stack into the thread's lock-free buffer ([`buffers`]); a writer thread turns
+//!   them into samples for the library's pipeline — the unwinder that decides the
+//!   first frame by CFI, the symbolizer — whose outputs are `perfring watch --json`'s
+//!   overflow lines or a perf.data, written every 10 ms and at exit.
 //!   `hook:LIB:SYM` calls the user's function with a `perfring_overflow`;
 //!   `abort-at:N` / `stop-at:N` abort or stop the process at the Nth overflow.
 //! - **Living with the program** ([`interpose`]): `pthread_create`, `sigaction` and
@@ -47,17 +49,16 @@ use std::panic::catch_unwind;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Mutex, OnceLock};
 
-use perfring::event::{Access, Kind};
 use perfring::inject::{Action, InjectConfig, Rate};
 use perfring::notify::signal::Handler;
 use perfring::notify::sigtrap::{SigtrapInfo, TrapHandler};
 use perfring::notify::{
     Notification, NotifyKind, SignalCounter, Sigtrap, SigtrapCounter, ThreadSignal, Token,
 };
-use perfring::symbols::{self, TargetImage};
+use perfring::resolve::{resolve_event, TargetImage};
 use perfring::{Builder, Counter, SampleType};
 
-use buffers::{Entry, Pool, FRAMES};
+use buffers::{Entry, Pool, FRAMES, STACK_BYTES};
 pub use overflow::perfring_overflow;
 
 /// A `hook:` function: `void f(const perfring_overflow *, void *user)`.
@@ -81,9 +82,6 @@ pub(crate) struct State {
     /// counter.
     pub(crate) signal: Option<ThreadSignal>,
     builders: Vec<Builder>,
-    /// Per event: the address of an execute breakpoint (a function's entry, where the
-    /// walk reads the return address at `sp`), or 0.
-    entries: Vec<u64>,
 }
 
 pub(crate) static STATE: OnceLock<State> = OnceLock::new();
@@ -163,26 +161,18 @@ pub(crate) fn note_thread() {
 /// Walks the frame-pointer chain from the interrupted frame into `frames`, reading
 /// only inside `[sp, stack top)` of this thread. SIGNAL CONTEXT.
 ///
-/// `at_entry`: the thread stopped on a function's first instruction (an execute
-/// breakpoint on it). The function has not pushed its frame yet, so its return
-/// address is the word at `sp` and `fp` is still the caller's frame: without this the
-/// walk would start at the caller's caller and lose the direct caller.
-fn walk(h: &Hit, tid: u32, at_entry: bool, frames: &mut [u64; FRAMES]) -> usize {
+/// Like the kernel's walk, it starts from `fp`: at a function's first instructions
+/// (an execute breakpoint on it) or in a leaf without a frame, that is still the
+/// caller's frame and the direct caller is missing here. The writer puts it back
+/// with the file's CFI from the stack copy ([`copy_stack`]), as the library's
+/// unwinder does for every frame-pointer stack.
+fn walk(h: &Hit, tid: u32, frames: &mut [u64; FRAMES]) -> usize {
     let (top, owner) = STACK.get();
     if owner != tid || top == 0 || h.sp == 0 {
         return 0; // unknown stack (a raw clone): the ip alone
     }
     let (lo, hi) = (h.sp, top);
     let mut n = 0;
-    if at_entry && lo % 8 == 0 && lo.wrapping_add(8) <= hi {
-        // SAFETY: `sp..sp+8` lies in `[sp, top)`, the live part of this thread's
-        // stack, which is mapped; it is 8-aligned.
-        let ret = unsafe { std::ptr::read_volatile(lo as *const u64) };
-        if ret != 0 {
-            frames[0] = ret;
-            n = 1;
-        }
-    }
     let mut fp = h.fp;
     while n < FRAMES && fp >= lo && fp.wrapping_add(16) <= hi && fp % 8 == 0 {
         // SAFETY: `fp..fp+16` lies in `[sp, top)`, the live part of this thread's
@@ -206,6 +196,21 @@ fn walk(h: &Hit, tid: u32, at_entry: bool, frames: &mut [u64; FRAMES]) -> usize 
         }
         fp = next;
     }
+    n
+}
+
+/// Copies the top of this thread's stack, `[sp, min(sp + STACK_BYTES, top))`, into
+/// `out`; returns the bytes copied. SIGNAL CONTEXT.
+fn copy_stack(h: &Hit, tid: u32, out: &mut [u8; STACK_BYTES]) -> usize {
+    let (top, owner) = STACK.get();
+    if owner != tid || top == 0 || h.sp == 0 || h.sp >= top {
+        return 0;
+    }
+    let n = ((top - h.sp) as usize).min(STACK_BYTES);
+    // SAFETY: `[sp, sp + n)` lies in `[sp, top)`, the live part of this thread's stack,
+    // which is mapped; `out` holds at least `n` bytes and does not overlap it (it is in
+    // the record buffer, not on this stack).
+    unsafe { std::ptr::copy_nonoverlapping(h.sp as *const u8, out.as_mut_ptr(), n) };
     n
 }
 
@@ -282,8 +287,10 @@ fn act(h: &Hit, event: usize) {
                     e.tid = tid;
                     e.ip = h.ip;
                     e.time_ns = time_ns;
-                    let at_entry = st.entries.get(event).is_some_and(|&a| a != 0 && a == h.ip);
-                    e.nframes = walk(h, tid, at_entry, &mut e.frames) as u64;
+                    e.nframes = walk(h, tid, &mut e.frames) as u64;
+                    e.sp = h.sp;
+                    e.bp = h.fp;
+                    e.stack_len = copy_stack(h, tid, &mut e.stack) as u64;
                 });
             }
         }
@@ -401,7 +408,7 @@ fn start() -> Result<(), String> {
     let events = config
         .events
         .iter()
-        .map(|e| symbols::resolve_event(e, &image).map_err(|e| e.to_string()))
+        .map(|e| resolve_event(e, &image).map_err(|e| e.to_string()))
         .collect::<Result<Vec<_>, String>>()?;
     let mut hooks = Vec::new();
     let (mut abort_at, mut stop_at, mut record) = (0, 0, false);
@@ -413,13 +420,6 @@ fn start() -> Result<(), String> {
             Action::StopAt(n) => stop_at = *n,
         }
     }
-    let entries = events
-        .iter()
-        .map(|e| match e.kind() {
-            Kind::Breakpoint(b) if b.access == Access::Execute => b.addr,
-            _ => 0,
-        })
-        .collect();
     let builders: Vec<Builder> = events
         .into_iter()
         .enumerate()
@@ -458,7 +458,6 @@ fn start() -> Result<(), String> {
         stop_at,
         signal,
         builders,
-        entries,
     };
     if STATE.set(state).is_err() {
         return Ok(()); // already armed (constructor run twice)

@@ -1,11 +1,14 @@
 //! The background writer: every 10 ms, before an `exec`, and once more at exit, it
-//! drains every thread's record buffer into the output file, as JSON lines (the shape
-//! of `perfring watch --json` overflow lines, plus `stack`, and a summary line at
-//! exit) or as `perf.data` (`PERF_RECORD_SAMPLE`s with the process's `COMM` and
-//! `MMAP2` records, for `perf script` and `perf report`). Normal context: it may
-//! allocate, lock and symbolize.
+//! drains every thread's record buffer into the library's recording pipeline
+//! (`perfring::pipeline`): each overflow becomes a `PERF_RECORD_SAMPLE` with its
+//! frame-pointer chain, registers and stack copy, beside the process's `COMM` and
+//! `MMAP2` records, so it is unwound (the first frame by CFI) and named exactly as
+//! `perfring watch` and `record` do it. The outputs: JSON lines (`perfring watch
+//! --json`'s overflow lines, with the stack, and a summary line at exit) or a
+//! `perf.data` for `perf script` and `perf report`. Normal context: it may allocate,
+//! lock and symbolize.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -15,14 +18,13 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use perfring::inject::RecordFormat;
-use perfring::output::{EventInfo, PerfData};
+use perfring::output::{PerfData, Stamp, Tally};
+use perfring::pipeline::{tracking_index, Output, Pipeline, Recording, SampleRef};
 use perfring::records::encode::{self, Ids, SampleFields};
-use perfring::records::Layout;
-use perfring::symbols::AddressSpace;
+use perfring::sampler::EventInfo;
 use perfring::sys;
-use serde_json::{json, Value};
 
-use crate::buffers::{Entry, CAP};
+use crate::buffers::{Entry, CAP, STACK_BYTES};
 use crate::{State, STATE};
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -30,50 +32,112 @@ static WRITER: Mutex<Option<JoinHandle<()>>> = Mutex::new(None);
 /// The open output, shared by the writer thread and [`flush_now`].
 static OUT: Mutex<Option<Out>> = Mutex::new(None);
 static TOTAL_AT_EXIT: AtomicU64 = AtomicU64::new(0);
+/// Records dropped by full buffers, as the summary line reports them.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+/// Records written, as the summary line reports them.
+static WRITTEN: AtomicU64 = AtomicU64::new(0);
 
 /// Set in the environment by the first image of the program to its pid, so that the
 /// images after it know whether they are that process (after an `exec`) or another.
 const ROOT: &str = "PERFRING_OUTPUT_ROOT";
+
+/// The `sample_type` of the samples the writer makes: what the handler knows, and the
+/// registers and stack the unwinder's first frame needs.
+const SAMPLE_TYPE: u32 = sys::PERF_SAMPLE_IDENTIFIER
+    | sys::PERF_SAMPLE_IP
+    | sys::PERF_SAMPLE_TID
+    | sys::PERF_SAMPLE_TIME
+    | sys::PERF_SAMPLE_PERIOD
+    | sys::PERF_SAMPLE_CALLCHAIN
+    | sys::PERF_SAMPLE_REGS_USER
+    | sys::PERF_SAMPLE_STACK_USER;
+
+/// `PERF_SAMPLE_REGS_ABI_64`.
+const REGS_ABI_64: u64 = 2;
 
 /// Opens `output` in `format` and starts the writer thread.
 ///
 /// JSON lines are appended (an exec'd or forked program shares the file). A perf.data
 /// has one writer at a time, as `perf record -o FILE -- COMMAND` makes one file of
 /// the command's process whatever it execs: the first image creates `FILE` and the
-/// images it `exec`s go on writing it ([`PerfData::resume`]). Other processes
+/// images it `exec`s go on writing it ([`PerfData::resume_output`]). Other processes
 /// (children that exec) each write `FILE.PID`, at their first sample.
 pub(crate) fn start(st: &State, output: &Path, format: RecordFormat) -> Result<(), String> {
-    let sink = match format {
-        RecordFormat::Json => Sink::Json(Box::new(JsonOut::open(st, output)?)),
+    let events = events(st)?;
+    let mut out = Out {
+        pid: st.pid,
+        events,
+        pipeline: None,
+        claim: None,
+        named: HashSet::new(),
+        buf: Vec::with_capacity(64 << 10),
+        fields: SampleFields::default(),
+        start_time: 0,
+    };
+    match format {
+        RecordFormat::Json => {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(output)
+                .map_err(|e| cannot_open(output, e))?;
+            out.begin(Box::new(JsonLines::new(file)), false)?;
+        }
         RecordFormat::Perf => {
             let root = std::env::var(ROOT).ok().and_then(|r| r.parse::<i32>().ok());
-            let out = match root {
+            match root {
                 None => {
                     // Single-threaded still (the constructor, before the counters).
                     std::env::set_var(ROOT, st.pid.to_string());
-                    let file = std::fs::File::create(output).map_err(|e| cannot_open(output, e))?;
-                    Some(Box::new(PerfOut::open(st, file, output, false)?))
+                    let data = PerfData::open(output).map_err(|e| cannot_open(output, e))?;
+                    out.begin(Box::new(data), false)?;
                 }
-                Some(pid) if pid == st.pid => Some(Box::new(PerfOut::resume(st, output)?)),
-                Some(_) => None,
-            };
-            Sink::Perf {
-                out,
-                path: output.to_path_buf(),
+                Some(pid) if pid == st.pid => {
+                    let file = std::fs::OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .open(output)
+                        .map_err(|e| cannot_open(output, e))?;
+                    let data = PerfData::resume_output(file, output)
+                        .map_err(|e| cannot_open(output, e))?;
+                    out.begin(Box::new(data), true)?;
+                }
+                // Another process: its own FILE.PID, at its first sample.
+                Some(_) => out.claim = Some(output.to_path_buf()),
             }
         }
-    };
-    *lock_out() = Some(Out {
-        sink,
-        written: 0,
-        dropped: 0,
-    });
+    }
+    *lock_out() = Some(out);
     let h = std::thread::Builder::new()
         .name("perfring-inject".into())
         .spawn(run)
         .map_err(|e| format!("record: cannot start the writer thread: {e}"))?;
     *WRITER.lock().unwrap_or_else(|p| p.into_inner()) = Some(h);
     Ok(())
+}
+
+/// The events as the samples describe them: event `i` has the id `i + 1` (the file's
+/// own: the inherited counters have an id per thread, which no sample of ours carries).
+fn events(st: &State) -> Result<Vec<EventInfo>, String> {
+    st.builders
+        .iter()
+        .zip(&st.names)
+        .enumerate()
+        .map(|(i, (b, name))| {
+            let mut attr = *b.attr();
+            attr.sample_type = SAMPLE_TYPE.into();
+            attr.read_format = 0;
+            attr.sample_regs_user = perfring::unwind::UNWIND_REGS;
+            attr.sample_stack_user = STACK_BYTES as u32;
+            attr.set_sample_id_all(1);
+            attr.set_disabled(0);
+            // The handler stamps CLOCK_MONOTONIC, which perf then shows as is.
+            attr.set_use_clockid(1);
+            attr.clockid = libc::CLOCK_MONOTONIC;
+            EventInfo::new(name.clone(), attr, vec![i as u64 + 1])
+        })
+        .collect::<perfring::Result<Vec<_>>>()
+        .map_err(|e| format!("record: {e}"))
 }
 
 fn lock_out() -> MutexGuard<'static, Option<Out>> {
@@ -86,7 +150,6 @@ pub(crate) fn flush_now() {
     let Some(st) = STATE.get() else { return };
     if let Some(out) = lock_out().as_mut() {
         out.drain_all(st);
-        out.sink.flush();
     }
 }
 
@@ -101,119 +164,218 @@ pub(crate) fn finish(total: u64) {
     }
 }
 
-/// The output and what went into it.
+/// The pipeline and what feeds it.
 struct Out {
-    sink: Sink,
-    /// Records written.
-    written: u64,
-    /// Records dropped by buffers that were full, counted as their slots are freed
-    /// and at the end.
-    dropped: u64,
-}
-
-enum Sink {
-    Json(Box<JsonOut>),
-    /// perf.data, created at the first sample (`path` is the `-o` file).
-    Perf {
-        out: Option<Box<PerfOut>>,
-        path: PathBuf,
-    },
-}
-
-impl Sink {
-    fn entry(&mut self, st: &State, e: &Entry) {
-        match self {
-            Sink::Json(j) => {
-                let _ = j.line(st, e);
-            }
-            Sink::Perf { out, path } => {
-                if out.is_none() && !path.as_os_str().is_empty() {
-                    match PerfOut::claim(st, path) {
-                        Ok(p) => *out = Some(Box::new(p)),
-                        Err(msg) => {
-                            eprintln!("perfring-inject: {msg}");
-                            // Tell once: the samples of this process go nowhere.
-                            *path = PathBuf::new();
-                        }
-                    }
-                }
-                if let Some(p) = out {
-                    p.sample(st, e);
-                }
-            }
-        }
-    }
-
-    fn flush(&mut self) {
-        match self {
-            Sink::Json(j) => {
-                let _ = j.w.flush();
-            }
-            Sink::Perf { out, .. } => {
-                if let Some(p) = out {
-                    p.flush();
-                }
-            }
-        }
-    }
+    pid: i32,
+    events: Vec<EventInfo>,
+    /// None until the output is opened (a `FILE.PID` at the first sample).
+    pipeline: Option<Pipeline>,
+    /// The `-o` file, for a process that writes its own `FILE.PID` when it has samples.
+    claim: Option<PathBuf>,
+    /// Threads already named by a `COMM` record.
+    named: HashSet<u32>,
+    /// Records encoded since the last round.
+    buf: Vec<u8>,
+    /// One sample's fields, reused (its vectors keep their capacity).
+    fields: SampleFields,
+    /// The time stamp of the synthesized records: 0, or the exec's.
+    start_time: u64,
 }
 
 impl Out {
+    /// Starts the pipeline with `output`; `exec`: this image follows an `exec` of the
+    /// process that began the file, whose old mappings a `COMM_EXEC` drops from now on.
+    fn begin(&mut self, output: Box<dyn Output>, exec: bool) -> Result<(), String> {
+        let pid = self.pid;
+        let cmdline: Vec<String> = std::fs::read("/proc/self/cmdline")
+            .unwrap_or_default()
+            .split(|&b| b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let mut pipeline = Pipeline::new(&self.events, None)
+            .map_err(|e| format!("record: {e}"))?
+            .cmdline(cmdline)
+            .program(perfring::proc::exe(0))
+            .read_proc(true)
+            .boxed_output(output);
+        pipeline.start().map_err(|e| format!("record: {e}"))?;
+        self.start_time = if exec { crate::now_ns() } else { 0 };
+        self.pipeline = Some(pipeline);
+        self.synthesize(pid, exec);
+        self.round();
+        Ok(())
+    }
+
+    /// The process's threads (`COMM`) and executable mappings (`MMAP2`) as they are
+    /// now, stamped `start_time` (`exec`: the `COMM` says so).
+    fn synthesize(&mut self, pid: i32, exec: bool) {
+        let Some(layout) = self.events.first().map(|e| *e.layout()) else {
+            return;
+        };
+        let stamp = Stamp {
+            layout: &layout,
+            id: 1,
+            time: self.start_time,
+        };
+        let mut buf = Vec::new();
+        let _ = if exec {
+            perfring::output::synthesize_exec(pid as u32, &stamp, &mut buf)
+        } else {
+            perfring::output::synthesize_process(pid as u32, &stamp, &mut buf)
+        };
+        self.tracking(&buf);
+    }
+
+    fn tracking(&mut self, bytes: &[u8]) {
+        let index = tracking_index(&self.events);
+        if let Some(p) = &mut self.pipeline {
+            if let Err(e) = p.push_records(index, bytes) {
+                eprintln!("perfring-inject: {e}");
+            }
+        }
+    }
+
+    /// The records encoded so far into the pipeline, and its round handled.
+    fn round(&mut self) {
+        if let Some(p) = &mut self.pipeline {
+            if let Err(e) = p.end_round() {
+                eprintln!("perfring-inject: {e}");
+            }
+        }
+    }
+
     /// Drains every slot; frees the slots of threads that have exited.
     fn drain_all(&mut self, st: &State) {
         let Some(pool) = &st.pool else { return };
+        let mut written = 0;
         for slot in pool.slots() {
             let tid = slot.tid.load(SeqCst);
             if tid == 0 {
                 continue;
             }
-            self.written += slot.drain(|e| self.sink.entry(st, e));
+            written += slot.drain(|e| self.entry(st, e));
             // SAFETY: tgkill with signal 0 only checks that the thread exists.
             let gone = unsafe { libc::syscall(libc::SYS_tgkill, st.pid, tid, 0) } != 0
                 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
             if gone {
                 // The thread is gone, so nothing pushes any more: take the rest, free it.
-                self.written += slot.drain(|e| self.sink.entry(st, e));
-                self.dropped += slot.dropped.swap(0, SeqCst);
+                written += slot.drain(|e| self.entry(st, e));
+                DROPPED.fetch_add(slot.dropped.swap(0, SeqCst), SeqCst);
                 slot.tid.store(0, SeqCst);
+            }
+        }
+        WRITTEN.fetch_add(written, SeqCst);
+        self.round();
+    }
+
+    /// One overflow, as a sample (after a `COMM` for a thread not named yet).
+    fn entry(&mut self, st: &State, e: &Entry) {
+        if self.pipeline.is_none() {
+            let Some(path) = self.claim.take() else {
+                return; // this process's samples go nowhere (said once)
+            };
+            let mut p = path.into_os_string();
+            p.push(format!(".{}", st.pid));
+            let path = PathBuf::from(p);
+            let opened = PerfData::open(&path)
+                .map_err(|e| cannot_open(&path, e))
+                .and_then(|d| self.begin(Box::new(d), false));
+            if let Err(msg) = opened {
+                eprintln!("perfring-inject: {msg}");
+                return;
+            }
+        }
+        let i = e.event as usize;
+        let Some(layout) = self.events.get(i).map(|ev| *ev.layout()) else {
+            return;
+        };
+        let pid = st.pid as u32;
+        if self.named.insert(e.tid) && e.tid != pid {
+            // A thread started after the synthesized COMMs: name it.
+            let comm = perfring::proc::comm(st.pid, e.tid as i32).unwrap_or_default();
+            let ids = Ids {
+                pid,
+                tid: e.tid,
+                time: e.time_ns,
+                id: i as u64 + 1,
+                identifier: i as u64 + 1,
+                ..Ids::default()
+            };
+            let mut rec = Vec::new();
+            encode::comm(
+                &mut rec,
+                &layout,
+                sys::PERF_RECORD_MISC_USER as u16,
+                pid,
+                e.tid,
+                &comm,
+                &ids,
+            );
+            self.tracking(&rec);
+        }
+        sample(&mut self.fields, st, e, i);
+        self.buf.clear();
+        encode::sample(
+            &mut self.buf,
+            &layout,
+            sys::PERF_RECORD_MISC_USER as u16,
+            &self.fields,
+        );
+        if let Some(p) = &mut self.pipeline {
+            if let Err(err) = p.push_records(i, &self.buf) {
+                eprintln!("perfring-inject: {err}");
             }
         }
     }
 
-    /// The last words: the summary line, or perf.data's lost count and features.
+    /// The last words: libraries loaded since the start get their `MMAP2`s, the outputs
+    /// their summary or feature sections.
     fn finish(&mut self, st: &State) {
         if let Some(pool) = &st.pool {
             for slot in pool.slots() {
-                self.dropped += slot.dropped.swap(0, SeqCst);
+                DROPPED.fetch_add(slot.dropped.swap(0, SeqCst), SeqCst);
             }
         }
-        match &mut self.sink {
-            Sink::Json(j) => {
-                let summary = json!({
-                    "type": "summary",
-                    "pid": st.pid,
-                    "overflows": TOTAL_AT_EXIT.load(SeqCst),
-                    "records": self.written,
-                    "dropped": self.dropped,
-                });
-                let _ = writeln!(j.w, "{summary}");
-                let _ = j.w.flush();
-            }
-            Sink::Perf { out, .. } => {
-                if let Some(p) = out {
-                    p.finish(st, self.dropped);
-                }
+        self.synthesize(st.pid, false);
+        let dropped = DROPPED.load(SeqCst);
+        if let Some(p) = &mut self.pipeline {
+            let done = p.lost(dropped).and_then(|()| p.finish());
+            if let Err(e) = done {
+                eprintln!("perfring-inject: {e}");
             }
         }
-        if self.dropped > 0 {
+        if dropped > 0 {
             eprintln!(
-                "perfring-inject: {} records dropped: a thread's buffer ({CAP} records) \
+                "perfring-inject: {dropped} records dropped: a thread's buffer ({CAP} records) \
                  filled faster than the writer emptied it. Fix: raise the period (-c) or \
-                 lower the frequency (-F)",
-                self.dropped
+                 lower the frequency (-F)"
             );
         }
     }
+}
+
+/// `e` as the fields of a sample of event `i`.
+fn sample(f: &mut SampleFields, st: &State, e: &Entry, i: usize) {
+    f.identifier = i as u64 + 1;
+    f.id = f.identifier;
+    f.ip = e.ip;
+    f.pid = st.pid as u32;
+    f.tid = e.tid;
+    f.time = e.time_ns;
+    // Under a frequency the handler does not learn the period: each sample is 1.
+    f.period = st.period.unwrap_or(1);
+    f.callchain.clear();
+    f.callchain.extend([sys::PERF_CONTEXT_USER, e.ip]);
+    f.callchain.extend_from_slice(e.frames());
+    // The registers in mask order (bp, sp, ip) and the stack copy, as the kernel's
+    // frame-pointer samples carry them for the unwinder.
+    f.regs_user_abi = REGS_ABI_64;
+    f.regs_user.clear();
+    f.regs_user.extend([e.bp, e.sp, e.ip]);
+    f.stack_user.clear();
+    f.stack_user.extend_from_slice(&e.stack);
+    f.stack_user_dyn_size = e.stack_len;
 }
 
 fn run() {
@@ -222,7 +384,6 @@ fn run() {
         let stopping = STOP.load(SeqCst);
         if let Some(out) = lock_out().as_mut() {
             out.drain_all(st);
-            out.sink.flush();
             if stopping {
                 out.finish(st);
             }
@@ -234,89 +395,59 @@ fn run() {
     }
 }
 
-/// JSON lines.
-struct JsonOut {
+/// JSON lines: each overflow as `perfring watch --json` writes it, with its stack,
+/// and a summary line at the end.
+struct JsonLines {
     w: BufWriter<File>,
-    space: Option<AddressSpace>,
-    seq: u64,
-    /// Events counted so far per event (sum of periods), as `watch`'s `total`.
-    totals: Vec<u64>,
-    /// Rendered `"sym":…,"sym_off":…` per address.
-    syms: HashMap<u64, String>,
-    /// Each event's name as a JSON string.
-    events: Vec<String>,
+    tally: Tally,
 }
 
-impl JsonOut {
-    fn open(st: &State, output: &Path) -> Result<JsonOut, String> {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(output)
-            .map_err(|e| cannot_open(output, e))?;
-        Ok(JsonOut {
+impl JsonLines {
+    fn new(file: File) -> JsonLines {
+        JsonLines {
             w: BufWriter::new(file),
-            space: AddressSpace::new(st.pid).ok(),
-            seq: 0,
-            totals: vec![0; st.names.len()],
-            syms: HashMap::new(),
-            events: st
-                .names
-                .iter()
-                .map(|n| Value::String(n.clone()).to_string())
-                .collect(),
-        })
+            tally: Tally::new(),
+        }
+    }
+}
+
+impl Output for JsonLines {
+    fn start(&mut self, _: &Recording<'_>) -> perfring::Result<()> {
+        Ok(())
     }
 
-    /// `"sym":…,"sym_off":…` of `ip`, rendered once per address: a sampled program
-    /// hits the same few thousand addresses again and again.
-    fn symbol(&mut self, ip: u64) -> &str {
-        let space = &mut self.space;
-        self.syms.entry(ip).or_insert_with(|| {
-            match space
-                .as_mut()
-                .and_then(|s| s.locate(ip))
-                .and_then(|l| l.symbol)
-            {
-                Some((name, off)) => format!("\"sym\":{},\"sym_off\":{off}", Value::String(name)),
-                None => "\"sym\":null,\"sym_off\":null".to_string(),
-            }
-        })
+    fn wants_names(&self) -> bool {
+        true
     }
 
-    /// One overflow line, in `perfring watch --json`'s field order, plus `stack`.
-    /// Written field by field: this runs once per overflow and is most of `record`'s
-    /// cost beyond the handler.
-    fn line(&mut self, st: &State, e: &Entry) -> std::io::Result<()> {
-        self.seq += 1;
-        let i = e.event as usize;
-        let period = st.period;
-        if let (Some(t), Some(p)) = (self.totals.get_mut(i), period) {
-            *t = t.saturating_add(p);
-        }
-        let total = period.and(self.totals.get(i).copied());
-        let (seq, pid) = (self.seq, st.pid);
-        let sym = self.symbol(e.ip).to_string();
-        let event = self.events.get(i).map(String::as_str).unwrap_or("\"?\"");
-        let w = &mut self.w;
-        write!(
-            w,
-            "{{\"type\":\"overflow\",\"seq\":{seq},\"event\":{event},\"pid\":{pid},\
-             \"tid\":{},\"cpu\":null,\"time_ns\":{},\"ip\":\"{:#x}\",{sym},",
-            e.tid, e.time_ns, e.ip
-        )?;
-        match (period, total) {
-            (Some(p), Some(t)) => write!(w, "\"period\":{p},\"total\":{t},")?,
-            _ => w.write_all(b"\"period\":null,\"total\":null,")?,
-        }
-        w.write_all(b"\"stack\":[")?;
-        for (k, a) in e.stack().iter().enumerate() {
-            if k > 0 {
-                w.write_all(b",")?;
-            }
-            write!(w, "\"{a:#x}\"")?;
-        }
-        w.write_all(b"]}\n")
+    fn sample(&mut self, s: &SampleRef<'_>) -> perfring::Result<()> {
+        let mut line = self.tally.line(s, true);
+        // The handler does not know the CPU.
+        line.cpu = None;
+        serde_json::to_writer(&mut self.w, &line)
+            .map_err(std::io::Error::from)
+            .and_then(|()| self.w.write_all(b"\n"))
+            .map_err(|e| perfring::Error::from_errno("write the JSON lines", e))
+    }
+
+    fn end_round(&mut self) -> perfring::Result<()> {
+        self.w
+            .flush()
+            .map_err(|e| perfring::Error::from_errno("write the JSON lines", e))
+    }
+
+    fn finish(&mut self) -> perfring::Result<()> {
+        let pid = STATE.get().map_or(0, |s| s.pid);
+        let summary = serde_json::json!({
+            "type": "summary",
+            "pid": pid,
+            "overflows": TOTAL_AT_EXIT.load(SeqCst),
+            "records": WRITTEN.load(SeqCst),
+            "dropped": DROPPED.load(SeqCst),
+        });
+        writeln!(self.w, "{summary}")
+            .and_then(|()| self.w.flush())
+            .map_err(|e| perfring::Error::from_errno("write the JSON lines", e))
     }
 }
 
@@ -325,172 +456,4 @@ fn cannot_open(output: &Path, e: impl std::fmt::Display) -> String {
         "record: cannot open '{}': {e}. Fix: give a writable file with -o (PERFRING_OUTPUT)",
         output.display()
     )
-}
-
-/// The `sample_type` of the samples written to perf.data: what the handler knows.
-const PERF_SAMPLE_TYPE: u32 = sys::PERF_SAMPLE_IDENTIFIER
-    | sys::PERF_SAMPLE_IP
-    | sys::PERF_SAMPLE_TID
-    | sys::PERF_SAMPLE_TIME
-    | sys::PERF_SAMPLE_PERIOD
-    | sys::PERF_SAMPLE_CALLCHAIN;
-
-/// perf.data. Event `i` has the id `i + 1` (the file's own: the inherited counters
-/// have an id per thread, which no sample of ours carries).
-struct PerfOut {
-    data: PerfData,
-    layouts: Vec<Layout>,
-    /// Records encoded since the last flush.
-    buf: Vec<u8>,
-    /// One sample's fields, reused (its callchain keeps its capacity).
-    fields: SampleFields,
-    /// Threads already named by a `COMM` record.
-    named: HashSet<u32>,
-    /// The time stamp of the synthesized records: 0, or the exec's.
-    start_time: u64,
-}
-
-impl PerfOut {
-    /// `output.PID`, for a process other than the one `inject` started, at its first
-    /// sample.
-    fn claim(st: &State, output: &Path) -> Result<PerfOut, String> {
-        let mut p = output.as_os_str().to_owned();
-        p.push(format!(".{}", st.pid));
-        let path = PathBuf::from(p);
-        let file = std::fs::File::create(&path).map_err(|e| cannot_open(&path, e))?;
-        PerfOut::open(st, file, &path, false)
-    }
-
-    /// `output` again, in the image an `exec` made of the process that created it.
-    fn resume(st: &State, output: &Path) -> Result<PerfOut, String> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(output)
-            .map_err(|e| cannot_open(output, e))?;
-        PerfOut::open(st, file, output, true)
-    }
-
-    /// Starts `file` (`resume`: goes on after the records of the image before an exec).
-    fn open(st: &State, file: File, path: &Path, resume: bool) -> Result<PerfOut, String> {
-        let events = st
-            .builders
-            .iter()
-            .zip(&st.names)
-            .enumerate()
-            .map(|(i, (b, name))| {
-                let mut attr = *b.attr();
-                attr.sample_type = PERF_SAMPLE_TYPE.into();
-                attr.read_format = 0;
-                attr.set_sample_id_all(1);
-                attr.set_disabled(0);
-                // The handler stamps CLOCK_MONOTONIC, which perf then shows as is.
-                attr.set_use_clockid(1);
-                attr.clockid = libc::CLOCK_MONOTONIC;
-                EventInfo::new(name.clone(), attr, vec![i as u64 + 1])
-            })
-            .collect::<perfring::Result<Vec<_>>>()
-            .map_err(|e| format!("record: {e}"))?;
-        let layouts = events.iter().map(|e| *e.layout()).collect();
-        let cmdline: Vec<String> = std::fs::read("/proc/self/cmdline")
-            .unwrap_or_default()
-            .split(|&b| b == 0)
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned())
-            .collect();
-        let data = if resume {
-            PerfData::resume(file, path, &events, &cmdline)
-        } else {
-            PerfData::new(file, path, &events, &cmdline)
-        }
-        .map_err(|e| cannot_open(path, e))?;
-        let mut out = PerfOut {
-            data,
-            layouts,
-            buf: Vec::with_capacity(64 << 10),
-            fields: SampleFields::default(),
-            named: HashSet::new(),
-            start_time: 0,
-        };
-        // After an exec, the new image's mappings apply from now on (a COMM_EXEC
-        // drops the old ones); else from the beginning.
-        out.start_time = if resume { crate::now_ns() } else { 0 };
-        out.synthesize(st, resume);
-        out.flush();
-        Ok(out)
-    }
-
-    /// The process's threads (`COMM`) and executable mappings (`MMAP2`) as they are
-    /// now, stamped `start_time` (`exec`: the `COMM` says so).
-    fn synthesize(&mut self, st: &State, exec: bool) {
-        if let Some(layout) = self.layouts.first() {
-            let _ = perfring::output::synthesize_process_at(
-                st.pid as u32,
-                layout,
-                1,
-                self.start_time,
-                exec,
-                &mut self.buf,
-            );
-        }
-    }
-
-    fn sample(&mut self, st: &State, e: &Entry) {
-        let i = e.event as usize;
-        let Some(layout) = self.layouts.get(i) else {
-            return;
-        };
-        let pid = st.pid as u32;
-        if self.named.insert(e.tid) && e.tid != pid {
-            // A thread started after the synthesized COMMs: name it.
-            let comm = std::fs::read(format!("/proc/self/task/{}/comm", e.tid)).unwrap_or_default();
-            let comm = comm.strip_suffix(b"\n").unwrap_or(&comm);
-            let ids = Ids {
-                pid,
-                tid: e.tid,
-                time: e.time_ns,
-                id: i as u64 + 1,
-                identifier: i as u64 + 1,
-                ..Ids::default()
-            };
-            let misc = sys::PERF_RECORD_MISC_USER as u16;
-            encode::comm(&mut self.buf, layout, misc, pid, e.tid, comm, &ids);
-        }
-        let f = &mut self.fields;
-        f.identifier = i as u64 + 1;
-        f.id = f.identifier;
-        f.ip = e.ip;
-        f.pid = pid;
-        f.tid = e.tid;
-        f.time = e.time_ns;
-        // Under a frequency the handler does not learn the period: each sample is 1.
-        f.period = st.period.unwrap_or(1);
-        f.callchain.clear();
-        f.callchain.extend([sys::PERF_CONTEXT_USER, e.ip]);
-        f.callchain.extend_from_slice(e.stack());
-        encode::sample(&mut self.buf, layout, sys::PERF_RECORD_MISC_USER as u16, f);
-    }
-
-    fn flush(&mut self) {
-        if !self.buf.is_empty() {
-            if let Err(e) = self.data.write_records(&self.buf) {
-                eprintln!("perfring-inject: {e}");
-            }
-            self.buf.clear();
-        }
-    }
-
-    fn finish(&mut self, st: &State, dropped: u64) {
-        // Libraries loaded since the start (dlopen) get their MMAP2s too.
-        self.synthesize(st, false);
-        self.flush();
-        let done = if dropped > 0 {
-            self.data.write_lost(dropped)
-        } else {
-            Ok(())
-        };
-        if let Err(e) = done.and_then(|()| self.data.finish()) {
-            eprintln!("perfring-inject: {e}");
-        }
-    }
 }

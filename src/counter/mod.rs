@@ -385,6 +385,19 @@ pub(crate) fn scale(value: u64, enabled: Option<u64>, running: Option<u64>) -> f
     }
 }
 
+/// An attr's `sample_period` (or `sample_freq`, under `freq`: the two share a union),
+/// read without `unsafe` through the union's bytes.
+///
+/// # Examples
+/// ```
+/// let b = perfring::Counter::builder("cpu-clock")?.period(12345);
+/// assert_eq!(perfring::counter::sample_period(b.attr()), 12345);
+/// # Ok::<(), perfring::Error>(())
+/// ```
+pub fn sample_period(attr: &crate::sys::perf_event_attr) -> u64 {
+    zerocopy::transmute!(attr.__bindgen_anon_1)
+}
+
 #[cfg(test)]
 mod cpu_list_tests {
     use super::parse_cpu_list;

@@ -115,6 +115,16 @@ impl Command {
         self
     }
 
+    /// The program, as given.
+    pub fn program(&self) -> &OsStr {
+        &self.program
+    }
+
+    /// The arguments, as given.
+    pub fn get_args(&self) -> &[OsString] {
+        &self.args
+    }
+
     /// Adds one argument.
     pub fn arg(mut self, arg: impl AsRef<OsStr>) -> Command {
         self.args.push(arg.as_ref().to_owned());

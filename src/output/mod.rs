@@ -1,47 +1,90 @@
-//! Profiles other tools read: `perf.data` for `perf`, gzipped pprof for the fleet.
+//! Profiles other tools read: `perf.data` for `perf`, gzipped pprof for the fleet, and
+//! the overflow lines `watch --json` and the injector write.
 //!
 //! Three roles:
-//! - a **sink** takes runs of whole records, as the ring holds them, and turns them
-//!   into a file: [`PerfData`] writes them out byte for byte (no re-encoding), and
-//!   [`Pprof`] aggregates samples by stack and thread and writes a gzipped
-//!   `profile.proto` at the end;
+//! - **outputs** take the samples a [`Pipeline`](crate::pipeline::Pipeline) unwound
+//!   and named, and the other records, and turn them into a file: [`PerfData`] writes
+//!   the records as the ring held them (frame-pointer samples with their unwound
+//!   chain), [`Pprof`] aggregates samples by stack and thread and writes a gzipped
+//!   `profile.proto` at the end, [`OverflowLine`] is one sample as a JSON line;
 //! - a [`Streamer`] moves records from the thread that drains the rings to a writer
-//!   thread that owns the sink, through a queue bounded in bytes: the draining thread
-//!   only copies bytes and never waits on the disk; when the queue is full, records
-//!   are dropped and counted ([`StreamStats::lost_records`]), and the sink is told
-//!   (a `PERF_RECORD_LOST` in `perf.data`);
-//! - [`EventInfo`] describes each event of the recording (its attr and kernel ids).
+//!   thread that owns the pipeline (a [`Sink`]), through a queue bounded in bytes: the
+//!   draining thread only copies bytes and never waits on the disk or a symbol file;
+//!   when the queue is full, records are dropped and counted
+//!   ([`StreamStats::lost_records`]), and the outputs are told (a `PERF_RECORD_LOST` in
+//!   `perf.data`);
+//! - the synthesized records of what predates the counters ([`synthesize_process`],
+//!   [`synthesize_kernel`]), and [`EventInfo`], each event's attr and kernel ids.
+//!
+//! Every file that holds samples is created with [`create_private`]: mode 0600, as
+//! `perf record` creates perf.data, never through a symbolic link.
 //!
 //! # Examples
 //! ```no_run
-//! use perfring::output::{EventInfo, PerfData, Streamer, QueueSize};
-//! # fn attr_and_ids() -> (perfring::sys::perf_event_attr, Vec<u64>) { unimplemented!() }
-//! let (attr, ids) = attr_and_ids(); // from the counters you opened
-//! let events = vec![EventInfo::new("cpu-clock", attr, ids)?];
-//! let sink = PerfData::create("perf.data", &events, &["my-tool".to_string()])?;
-//! let mut stream = Streamer::spawn(sink, QueueSize::default())?;
+//! use perfring::output::{PerfData, Streamer, QueueSize};
+//! use perfring::pipeline::Pipeline;
+//! # fn events() -> (Vec<perfring::sampler::EventInfo>, perfring::sampler::EventInfo) { unimplemented!() }
+//! let (events, tracking) = events(); // from the sampler you started
+//! let pipeline = Pipeline::new(&events, Some(&tracking))?.output(PerfData::open("perf.data")?);
+//! let mut stream = Streamer::spawn(pipeline, QueueSize::default())?;
 //! # let raw_record_bytes: &[u8] = &[];
-//! // In the drain callback, for each record:
+//! // In the drain callback, for each record (tracking records: events.len()):
 //! stream.push(0, raw_record_bytes)?;
 //! // After each full pass over the rings:
 //! stream.end_round()?;
-//! let (_sink, stats) = stream.finish()?;
+//! let (_pipeline, stats) = stream.finish()?;
 //! assert_eq!(stats.lost_records, 0);
 //! # Ok::<(), perfring::Error>(())
 //! ```
 
+mod line;
 mod perfdata;
 mod pprof;
-pub mod proto;
+pub(crate) mod proto;
 mod push;
 mod stream;
 mod synth;
 
+pub use line::{FrameLine, OverflowLine, Tally};
 pub use perfdata::PerfData;
 pub use pprof::{Pprof, PprofSummary};
 pub use push::push_pyroscope;
 pub use stream::{Chunk, QueueSize, Sink, StreamStats, Streamer};
-pub use synth::{relayout, synthesize_kernel, synthesize_process, synthesize_process_at};
+pub(crate) use stream::{FINISHED_ROUND, NO_EVENT};
+pub use synth::{relayout, synthesize_exec, synthesize_kernel, synthesize_process, Stamp};
 
 /// One event of a recording (its name, attr and kernel ids): the sampler's.
 pub use crate::sampler::EventInfo;
+
+/// Creates (or truncates) `path` for a recording: mode 0600 for a new file, as `perf
+/// record` creates perf.data (a recording holds the target's addresses, names and, with
+/// DWARF stacks, copies of its stack), and never through a symbolic link (`O_NOFOLLOW`):
+/// a link planted where the file goes fails instead of redirecting the write. An
+/// existing file keeps its owner and is made 0600 too.
+///
+/// # Errors
+/// [`ErrorKind::Io`](crate::ErrorKind::Io) or
+/// [`ErrorKind::PermissionDenied`](crate::ErrorKind::PermissionDenied), naming the file
+/// and the fix.
+pub fn create_private(path: &std::path::Path) -> crate::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .read(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| {
+            let fix = if e.raw_os_error() == Some(libc::ELOOP) {
+                "the path is a symbolic link: remove it, or give the file's own path with -o"
+            } else {
+                "choose a writable path with -o"
+            };
+            crate::Error::from_errno(format!("create {}", path.display()), e).with_fix(fix)
+        })?;
+    // A file that existed keeps the mode it had: take it back to 0600.
+    let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
+    Ok(file)
+}

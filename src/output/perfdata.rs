@@ -86,6 +86,18 @@ pub struct PerfData {
     records: u64,
     lost: u64,
     finished: bool,
+    /// Whether the header and attrs were written (an [`open`](PerfData::open)ed file
+    /// waits for [`Output::start`]).
+    started: bool,
+    /// Made by [`resume_output`](PerfData::resume_output): `start` goes on after the
+    /// records already there.
+    resuming: bool,
+    /// As an [`Output`]: records encoded since the last write, and per event whether its
+    /// samples are re-encoded with the unwound chain (frame-pointer mode, see
+    /// [`Output`'s impl](#impl-Output-for-PerfData)).
+    pending: Vec<u8>,
+    rechain: Vec<bool>,
+    scratch: Vec<u64>,
 }
 
 impl PerfData {
@@ -103,12 +115,22 @@ impl PerfData {
         events: &[EventInfo],
         cmdline: &[String],
     ) -> Result<PerfData> {
+        let mut w = PerfData::open(path)?;
+        w.begin(events, cmdline)?;
+        Ok(w)
+    }
+
+    /// Creates (truncates) `path`, mode 0600 ([`create_private`](super::create_private)),
+    /// and writes nothing yet: as an [`Output`], the header and attrs are written at
+    /// [`start`](Output::start), once the events are known. A bad path fails here,
+    /// before anything is recorded.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] (or [`ErrorKind::PermissionDenied`]) naming the file.
+    pub fn open(path: impl AsRef<Path>) -> Result<PerfData> {
         let path = path.as_ref();
-        let file = File::create(path).map_err(|e| {
-            Error::from_errno(format!("create {}", path.display()), e)
-                .with_fix("choose a writable path with -o")
-        })?;
-        PerfData::new(file, path, events, cmdline)
+        let file = super::create_private(path)?;
+        PerfData::unstarted(file, path)
     }
 
     /// Writes into an open, seekable `file` (`path` is only for messages).
@@ -122,9 +144,17 @@ impl PerfData {
         events: &[EventInfo],
         cmdline: &[String],
     ) -> Result<PerfData> {
-        let mut w = PerfData::unstarted(file, path.as_ref(), events, cmdline)?;
-        w.write_start()?;
+        let mut w = PerfData::unstarted(file, path.as_ref())?;
+        w.begin(events, cmdline)?;
         Ok(w)
+    }
+
+    /// Describes `events` and writes the header and attrs.
+    fn begin(&mut self, events: &[EventInfo], cmdline: &[String]) -> Result<()> {
+        self.describe(events, cmdline)?;
+        self.write_start()?;
+        self.started = true;
+        Ok(())
     }
 
     /// Goes on writing a perf.data that an earlier writer of the same `events` started
@@ -141,10 +171,31 @@ impl PerfData {
         events: &[EventInfo],
         cmdline: &[String],
     ) -> Result<PerfData> {
-        let mut w = PerfData::unstarted(file, path.as_ref(), events, cmdline)?;
-        let start = w.start_bytes();
+        let mut w = PerfData::unstarted(file, path.as_ref())?;
+        w.describe(events, cmdline)?;
+        w.continue_file()?;
+        Ok(w)
+    }
+
+    /// As [`resume`](Self::resume) for the [`Output`] path: the events come at
+    /// [`start`](Output::start), which checks the file against the attrs it would
+    /// write and goes on after its records.
+    ///
+    /// # Errors
+    /// As [`new`](Self::new) for a file that is not a regular one.
+    pub fn resume_output(file: File, path: impl AsRef<Path>) -> Result<PerfData> {
+        let mut w = PerfData::unstarted(file, path.as_ref())?;
+        w.resuming = true;
+        Ok(w)
+    }
+
+    /// Checks that the file holds what [`start_bytes`](Self::start_bytes) would write
+    /// for the described events, unfinished, and goes on after its records.
+    fn continue_file(&mut self) -> Result<()> {
+        self.started = true;
+        let start = self.start_bytes();
         let mut head = vec![0u8; start.len()];
-        let read = w.file.read_exact_at(&mut head, 0);
+        let read = self.file.read_exact_at(&mut head, 0);
         let word = |at: u64| {
             let at = at as usize;
             head.get(at..at + 8)
@@ -156,7 +207,7 @@ impl PerfData {
         } else if !head.starts_with(MAGIC) {
             Some("it is not a perf.data (no PERFILE2 magic)")
         } else if head[..DATA_SIZE_AT as usize] != start[..DATA_SIZE_AT as usize]
-            || !w.same_record_shapes(&head)
+            || !self.same_record_shapes(&head)
         {
             Some("it describes other events")
         } else if (0..4).any(|i| word(FLAGS_AT + 8 * i) != 0) {
@@ -165,15 +216,16 @@ impl PerfData {
             None
         };
         if let Some(why) = why {
+            self.started = false;
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
-                format!("resume writing {}", w.path.display()),
+                format!("resume writing {}", self.path.display()),
                 why,
             )
             .with_fix("write a new file instead"));
         }
-        w.data_size = word(DATA_SIZE_AT);
-        Ok(w)
+        self.data_size = word(DATA_SIZE_AT);
+        Ok(())
     }
 
     /// Whether the attr section at the start of `head` (what [`start_bytes`] writes)
@@ -208,21 +260,8 @@ impl PerfData {
     }
 
     /// The writer, before anything is written.
-    fn unstarted(
-        file: File,
-        path: &Path,
-        events: &[EventInfo],
-        cmdline: &[String],
-    ) -> Result<PerfData> {
+    fn unstarted(file: File, path: &Path) -> Result<PerfData> {
         let path = path.to_path_buf();
-        if events.is_empty() {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "write perf.data",
-                "no events to describe",
-            )
-            .with_fix("pass the EventInfo of each event recorded"));
-        }
         let meta = file
             .metadata()
             .map_err(|e| Error::from_errno(format!("stat {}", path.display()), e))?;
@@ -234,7 +273,38 @@ impl PerfData {
             )
             .with_fix("give -o a file path, or use --format pprof to write to a pipe"));
         }
-        let layouts = events
+        Ok(PerfData {
+            file,
+            path,
+            events: Vec::new(),
+            layouts: Vec::new(),
+            cmdline: Vec::new(),
+            attr_size: ATTR_SIZE_VER0,
+            data_offset: 0,
+            data_size: 0,
+            mapped: BTreeMap::new(),
+            records: 0,
+            lost: 0,
+            finished: false,
+            started: false,
+            resuming: false,
+            pending: Vec::new(),
+            rechain: Vec::new(),
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Takes the events (and where the data section starts).
+    fn describe(&mut self, events: &[EventInfo], cmdline: &[String]) -> Result<()> {
+        if events.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "write perf.data",
+                "no events to describe",
+            )
+            .with_fix("pass the EventInfo of each event recorded"));
+        }
+        self.layouts = events
             .iter()
             .map(|e| {
                 Layout::new(e.attr()).map_err(|d| {
@@ -246,27 +316,15 @@ impl PerfData {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let attr_size = events
+        self.attr_size = events
             .iter()
             .map(|e| attr_used_size(e.attr()))
             .max()
             .unwrap_or(ATTR_SIZE_VER0);
-        let mut w = PerfData {
-            file,
-            path,
-            events: events.to_vec(),
-            layouts,
-            cmdline: cmdline.to_vec(),
-            attr_size,
-            data_offset: 0,
-            data_size: 0,
-            mapped: BTreeMap::new(),
-            records: 0,
-            lost: 0,
-            finished: false,
-        };
-        w.data_offset = w.start_bytes().len() as u64;
-        Ok(w)
+        self.events = events.to_vec();
+        self.cmdline = cmdline.to_vec();
+        self.data_offset = self.start_bytes().len() as u64;
+        Ok(())
     }
 
     /// The path written.
@@ -352,6 +410,14 @@ impl PerfData {
     /// [`ErrorKind::Io`] on a write failure, naming the file and the cause ("No space
     /// left on device", "File too large"); the file keeps every record written before.
     pub fn write_records(&mut self, records: &[u8]) -> Result<()> {
+        if !self.started {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("write records to {}", self.path.display()),
+                "the file has no header yet: its events are not known",
+            )
+            .with_fix("start it (Output::start) or make it with PerfData::create"));
+        }
         self.note_mappings(records);
         let at = self.data_offset + self.data_size;
         let mut done = 0;
@@ -384,7 +450,14 @@ impl PerfData {
     /// # Errors
     /// As [`write_records`](Self::write_records).
     pub fn write_lost(&mut self, n: u64) -> Result<()> {
-        let id = self.events[0].ids().first().copied().unwrap_or(0);
+        let id = self
+            .events
+            .first()
+            .and_then(|e| e.ids().first().copied())
+            .unwrap_or(0);
+        let Some(layout) = self.layouts.first().copied() else {
+            return self.write_records(&[]);
+        };
         let ids = encode::Ids {
             id,
             identifier: id,
@@ -393,7 +466,7 @@ impl PerfData {
         let mut rec = Vec::with_capacity(64);
         encode::lost(
             &mut rec,
-            &self.layouts[0],
+            &layout,
             sys::PERF_RECORD_MISC_USER as u16,
             id,
             n,
@@ -443,9 +516,10 @@ impl PerfData {
     /// [`ErrorKind::Io`] if they cannot be written; the header then still holds the
     /// data size written so far, so the records remain readable.
     pub fn finish(&mut self) -> Result<()> {
-        if self.finished {
+        if self.finished || !self.started {
             return Ok(());
         }
+        self.flush()?;
         self.finished = true;
         let features = self.features();
         let mut flags = [0u64; 4];
@@ -544,7 +618,10 @@ impl PerfData {
         let mut out = Vec::new();
         for name in self.mapped.keys() {
             let path = Path::new(<std::ffi::OsStr as OsStrExt>::from_bytes(name));
-            let Some(id) = read_build_id(path) else {
+            let Some(id) = crate::elf::ElfFile::open(path)
+                .ok()
+                .and_then(|f| f.build_id().map(<[u8]>::to_vec))
+            else {
                 continue;
             };
             let mut fname = name.clone();
@@ -584,6 +661,194 @@ impl Sink for PerfData {
     }
 }
 
+/// Records gathered before a write, within a round (one `pwrite` and one header
+/// update per this many, and at each round's end).
+const WRITE_BYTES: usize = 256 << 10;
+
+impl PerfData {
+    /// Writes what [`Output`] gathered.
+    fn flush(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let pending = std::mem::take(&mut self.pending);
+        let r = self.write_records(&pending);
+        self.pending = pending;
+        self.pending.clear();
+        r
+    }
+
+    fn queue(&mut self, record: &[u8]) -> Result<()> {
+        self.pending.extend_from_slice(record);
+        if self.pending.len() >= WRITE_BYTES {
+            self.flush()?;
+        }
+        Ok(())
+    }
+}
+
+/// As the [`Output`] of a [`Pipeline`](crate::pipeline::Pipeline): each record as the
+/// ring held it, with two exceptions.
+///
+/// - The tracking counter's records (`MMAP2`, `COMM`, `FORK`, `EXIT`) are re-laid with
+///   the first event's `sample_id` trailer and id ([`relayout`](super::relayout)):
+///   perf.data readers need every record of a file to place its id alike.
+/// - Samples of a frame-pointer event ([`CallGraph::Fp`](crate::unwind::CallGraph)),
+///   which carry the user registers and a few hundred bytes of stack for the unwinder,
+///   are written with the unwound chain (the direct caller the kernel's walk skipped
+///   put back) and without the registers and stack, and the event's attr says so: perf
+///   then shows the stacks perfring's other outputs show, and does not try a DWARF
+///   unwind of a stack copy too short for it. DWARF samples are kept whole: `perf
+///   report -g` unwinds them as it unwinds its own.
+impl crate::pipeline::Output for PerfData {
+    fn start(&mut self, rec: &crate::pipeline::Recording<'_>) -> Result<()> {
+        self.rechain = rec.events.iter().map(|e| rechained(e.attr())).collect();
+        if self.started {
+            return Ok(());
+        }
+        let written = rec
+            .events
+            .iter()
+            .zip(&self.rechain)
+            .map(|(e, &re)| {
+                if !re {
+                    return Ok(e.clone());
+                }
+                let mut attr = *e.attr();
+                attr.sample_type &=
+                    !u64::from(sys::PERF_SAMPLE_REGS_USER | sys::PERF_SAMPLE_STACK_USER);
+                attr.sample_regs_user = 0;
+                attr.sample_stack_user = 0;
+                EventInfo::new(e.name(), attr, e.ids().to_vec())
+            })
+            .collect::<Result<Vec<_>>>()?;
+        if self.resuming {
+            self.describe(&written, rec.cmdline)?;
+            return self.continue_file();
+        }
+        self.begin(&written, rec.cmdline)
+    }
+
+    fn sample(&mut self, s: &crate::pipeline::SampleRef<'_>) -> Result<()> {
+        if !self.rechain.get(s.event).copied().unwrap_or(false) {
+            return self.queue(s.bytes);
+        }
+        let mut out = std::mem::take(&mut self.scratch);
+        out.clear();
+        out.extend(chain_of(s.stack));
+        let mut rec = Vec::with_capacity(s.bytes.len());
+        let r = match rechain(s.sample, &out, &mut rec) {
+            Some(()) => self.queue(&rec),
+            // A sample without the parts to rewrite is kept as it is.
+            None => self.queue(s.bytes),
+        };
+        self.scratch = out;
+        r
+    }
+
+    fn record(
+        &mut self,
+        event: Option<usize>,
+        record: &crate::records::Record<'_>,
+        bytes: &[u8],
+    ) -> Result<()> {
+        match event {
+            Some(_) => self.queue(bytes),
+            None => {
+                let (Some(layout), Some(id)) = (
+                    self.layouts.first().copied(),
+                    self.events.first().and_then(|e| e.ids().first().copied()),
+                ) else {
+                    return Ok(());
+                };
+                let mut rec = Vec::with_capacity(bytes.len() + 48);
+                if super::relayout(record, &layout, id, &mut rec) {
+                    self.queue(&rec)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn lost(&mut self, records: u64) -> Result<()> {
+        self.flush()?;
+        self.write_lost(records)
+    }
+
+    fn end_round(&mut self) -> Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let mut marker = [0u8; 8];
+        marker[..4].copy_from_slice(&super::FINISHED_ROUND.to_ne_bytes());
+        marker[6..].copy_from_slice(&8u16.to_ne_bytes());
+        self.pending.extend_from_slice(&marker);
+        // Written at each round's end: a recording cut short (even `kill -9`) keeps
+        // every round before it, and an `exec` loses nothing handed over.
+        self.flush()
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        PerfData::finish(self)
+    }
+}
+
+/// Whether an event's samples carry a frame-pointer chain plus the registers and stack
+/// the unwinder's first frame needs (what [`CallGraph::Fp`](crate::unwind::CallGraph)
+/// configures), which perf.data gets rewritten.
+fn rechained(attr: &sys::perf_event_attr) -> bool {
+    let need = u64::from(
+        sys::PERF_SAMPLE_CALLCHAIN | sys::PERF_SAMPLE_REGS_USER | sys::PERF_SAMPLE_STACK_USER,
+    );
+    attr.sample_type & need == need && attr.exclude_callchain_user() == 0
+}
+
+/// A callchain with its context markers, from unwound frames.
+fn chain_of(stack: &[crate::unwind::RawFrame]) -> impl Iterator<Item = u64> + '_ {
+    let mut context = None;
+    stack.iter().flat_map(move |f| {
+        let want = if f.kernel {
+            sys::PERF_CONTEXT_KERNEL
+        } else {
+            sys::PERF_CONTEXT_USER
+        };
+        let marker = (context != Some(want)).then_some(want);
+        context = Some(want);
+        marker.into_iter().chain(std::iter::once(f.ip))
+    })
+}
+
+/// `sample`'s bytes with its callchain replaced by `chain` and its user registers and
+/// stack left out, into `out`; `None` if the sample lacks one of them.
+fn rechain(sample: &crate::records::Sample<'_>, chain: &[u64], out: &mut Vec<u8>) -> Option<()> {
+    let bytes = sample.as_bytes();
+    let base = bytes.as_ptr() as usize;
+    let at = |s: &[u8]| (s.as_ptr() as usize).checked_sub(base);
+    let cc = sample.callchain()?;
+    // The u64 count precedes the addresses.
+    let cc_start = at(cc.as_bytes())?.checked_sub(8)?;
+    let cc_end = cc_start + 8 + cc.as_bytes().len();
+    let regs = sample.regs_user()?;
+    let regs_start = at(regs.regs.as_bytes())?.checked_sub(8)?;
+    let stack = sample.stack_user()?;
+    let stack_start = at(stack.data)?.checked_sub(8)?;
+    let stack_end = stack_start + 8 + stack.data.len() + if stack.data.is_empty() { 0 } else { 8 };
+    if !(cc_end <= regs_start && regs_start <= stack_start && stack_end <= bytes.len()) {
+        return None;
+    }
+    out.clear();
+    out.extend_from_slice(&bytes[..cc_start]);
+    out.extend_from_slice(&(chain.len() as u64).to_ne_bytes());
+    for ip in chain {
+        out.extend_from_slice(&ip.to_ne_bytes());
+    }
+    out.extend_from_slice(&bytes[cc_end..regs_start]);
+    out.extend_from_slice(&bytes[stack_end..]);
+    let size = u16::try_from(out.len()).ok()?;
+    out[6..8].copy_from_slice(&size.to_ne_bytes());
+    Some(())
+}
+
 /// The length of the longest prefix of `bytes` made of whole records.
 fn whole_records(bytes: &[u8]) -> usize {
     let mut off = 0;
@@ -595,14 +860,6 @@ fn whole_records(bytes: &[u8]) -> usize {
         off += size;
     }
     off
-}
-
-/// The GNU build id of the ELF file at `path`, if it has one.
-pub(crate) fn read_build_id(path: &Path) -> Option<Vec<u8>> {
-    use object::Object;
-    let data = std::fs::read(path).ok()?;
-    let obj = object::File::parse(&*data).ok()?;
-    obj.build_id().ok().flatten().map(<[u8]>::to_vec)
 }
 
 /// A write error naming the file and, for the usual causes, the fix.

@@ -3,7 +3,7 @@
 //!
 //! Written with `prost`'s derive rather than generated at build time, so the build
 //! needs neither `protoc` nor a `.proto` compiler crate; every field's number and wire
-//! type follows `proto/profile.proto` exactly, and `tests/output_pprof.rs` checks each
+//! type follows `proto/profile.proto` exactly, and the tests below check each
 //! field's encoded tag against the numbers in that file. The `Breakdown`/`LabelSet`
 //! extensions (fields 15 and 16 of `Profile`, 4 of `Sample`) are not written: readers
 //! treat absent fields as empty.
@@ -138,4 +138,126 @@ pub struct Function {
     pub filename: i64,
     #[prost(int64, tag = "5")]
     pub start_line: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// The field numbers of `proto/profile.proto`, by message and field name.
+    fn proto_fields() -> BTreeMap<(String, String), u32> {
+        let text =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/proto/profile.proto"))
+                .unwrap();
+        let mut m = BTreeMap::new();
+        let mut message = String::new();
+        for line in text.lines() {
+            let code = line.split("//").next().unwrap().trim();
+            if let Some(rest) = code.strip_prefix("message ") {
+                message = rest.trim_end_matches('{').trim().to_string();
+            } else if let Some((decl, num)) = code.strip_suffix(';').and_then(|c| c.split_once('='))
+            {
+                let name = decl.split_whitespace().last().unwrap().to_string();
+                if let (false, Ok(n)) = (message.is_empty(), num.trim().parse()) {
+                    m.insert((message.clone(), name), n);
+                }
+            }
+        }
+        m
+    }
+
+    /// The field number of the one field set in `msg`'s encoding.
+    fn tag_of(msg: &impl prost::Message) -> u32 {
+        let bytes = msg.encode_to_vec();
+        let mut key = 0u64;
+        for (i, b) in bytes.iter().enumerate() {
+            key |= u64::from(b & 0x7f) << (7 * i);
+            if b & 0x80 == 0 {
+                break;
+            }
+        }
+        (key >> 3) as u32
+    }
+
+    #[test]
+    fn prost_messages_follow_the_field_numbers_of_profile_proto() {
+        let spec = proto_fields();
+        let mut checked = 0;
+        let mut check = |message: &str, field: &str, msg: &dyn Fn() -> u32| {
+            let want = spec
+                .get(&(message.to_string(), field.to_string()))
+                .unwrap_or_else(|| panic!("{message}.{field} is not in profile.proto"));
+            assert_eq!(msg(), *want, "{message}.{field}");
+            checked += 1;
+        };
+        macro_rules! field {
+            ($msg:ident, $field:ident, $value:expr) => {
+                check(stringify!($msg), stringify!($field), &|| {
+                    tag_of(&$msg {
+                        $field: $value,
+                        ..Default::default()
+                    })
+                })
+            };
+        }
+        let vt = ValueType { r#type: 1, unit: 1 };
+        field!(Profile, sample_type, vec![vt]);
+        field!(Profile, sample, vec![Sample::default()]);
+        field!(Profile, mapping, vec![Mapping::default()]);
+        field!(Profile, location, vec![Location::default()]);
+        field!(Profile, function, vec![Function::default()]);
+        field!(Profile, string_table, vec![String::new()]);
+        field!(Profile, drop_frames, 1);
+        field!(Profile, keep_frames, 1);
+        field!(Profile, time_nanos, 1);
+        field!(Profile, duration_nanos, 1);
+        field!(Profile, period_type, Some(vt));
+        field!(Profile, period, 1);
+        field!(Profile, comment, vec![1]);
+        field!(Profile, default_sample_type, 1);
+        check("ValueType", "type", &|| {
+            tag_of(&ValueType { r#type: 1, unit: 0 })
+        });
+        field!(ValueType, unit, 1);
+        field!(Sample, location_id, vec![1]);
+        field!(Sample, value, vec![1]);
+        field!(Sample, label, vec![Label::default()]);
+        field!(Label, key, 1);
+        field!(Label, str, 1);
+        field!(Label, num, 1);
+        field!(Label, num_unit, 1);
+        field!(Mapping, id, 1);
+        field!(Mapping, memory_start, 1);
+        field!(Mapping, memory_limit, 1);
+        field!(Mapping, file_offset, 1);
+        field!(Mapping, filename, 1);
+        field!(Mapping, build_id, 1);
+        field!(Mapping, has_functions, true);
+        field!(Mapping, has_filenames, true);
+        field!(Mapping, has_line_numbers, true);
+        field!(Mapping, has_inline_frames, true);
+        field!(Location, id, 1);
+        field!(Location, mapping_id, 1);
+        field!(Location, address, 1);
+        field!(Location, line, vec![Line::default()]);
+        field!(Location, is_folded, true);
+        field!(Line, function_id, 1);
+        field!(Line, line, 1);
+        field!(Function, id, 1);
+        field!(Function, name, 1);
+        field!(Function, system_name, 1);
+        field!(Function, filename, 1);
+        field!(Function, start_line, 1);
+        // Every field of the messages perfring writes (the .proto's Breakdown and
+        // LabelSet extensions, 3 + 2 + 2 fields, are not written).
+        let written = spec
+            .keys()
+            .filter(|(m, f)| {
+                !matches!(m.as_str(), "Breakdown" | "LabelSet")
+                    && !matches!(f.as_str(), "tick_unit" | "label_set" | "breakdown")
+            })
+            .count();
+        assert_eq!(checked, written);
+    }
 }

@@ -246,6 +246,17 @@ impl<S: Sink> Streamer<S> {
         Ok(())
     }
 
+    /// Marks the end of a round, as [`end_round`](Self::end_round), and hands the
+    /// chunk over whatever its size (within the queue's bound): for a consumer that
+    /// must see every round at once, such as a printer of each overflow.
+    ///
+    /// # Errors
+    /// As [`push`](Self::push) once the writer has failed.
+    pub fn end_round_now(&mut self) -> Result<()> {
+        self.end_round()?;
+        self.hand_over(false)
+    }
+
     /// True once the writer thread has failed; [`finish`](Self::finish) says why.
     pub fn is_failed(&self) -> bool {
         self.failed.load(Ordering::Acquire)

@@ -3,37 +3,45 @@
 
 use crate::error::Result;
 use crate::records::{encode, Comm, Layout, Mmap, Mmap2, Mmap2File, Record, RecordKind};
-use crate::symbols::ProcessMaps;
+use crate::space::KernelSymbols;
 use crate::sys;
+
+/// How synthesized records are stamped: the `sample_id` trailer they carry.
+#[derive(Debug, Clone, Copy)]
+pub struct Stamp<'a> {
+    /// The recording's layout, whose `sample_id_all` trailer the records carry.
+    pub layout: &'a Layout,
+    /// The id in the trailer: the recording's first counter id.
+    pub id: u64,
+    /// The time stamp, in the recording's clock (0: before everything).
+    pub time: u64,
+}
 
 /// Appends to `out` a `PERF_RECORD_COMM` for each thread of process `pid` and a
 /// `PERF_RECORD_MMAP2` for each of its executable file mappings, as `perf record -p`
 /// synthesizes them, so readers can name the threads and symbolize addresses in code
-/// mapped before recording began. The records' `sample_id` trailers follow `layout`
-/// and carry `id` (the recording's first counter id) and the pid/tid.
+/// mapped before recording began. The records' `sample_id` trailers follow
+/// `stamp.layout` and carry `stamp.id` and the pid/tid.
 ///
 /// # Errors
-/// As [`ProcessMaps::read`]: no such process, or its maps may not be read.
-pub fn synthesize_process(pid: u32, layout: &Layout, id: u64, out: &mut Vec<u8>) -> Result<()> {
-    synthesize_process_at(pid, layout, id, 0, false, out)
+/// As [`proc::maps`](crate::proc::maps): no such process, or its maps may not be read.
+pub fn synthesize_process(pid: u32, stamp: &Stamp<'_>, out: &mut Vec<u8>) -> Result<()> {
+    synthesize(pid, stamp, false, out)
 }
 
-/// As [`synthesize_process`], with the records stamped `time` (in the recording's
-/// clock) instead of 0; with `exec`, the process's `COMM` carries
-/// `PERF_RECORD_MISC_COMM_EXEC`, as the kernel's does at an `exec`: readers then drop
-/// the mappings of the image before it, from that time on.
+/// As [`synthesize_process`] for a process that has just `exec`ed: its `COMM` carries
+/// `PERF_RECORD_MISC_COMM_EXEC`, as the kernel's does, so readers drop the mappings of
+/// the image before it from `stamp.time` on.
 ///
 /// # Errors
 /// As [`synthesize_process`].
-pub fn synthesize_process_at(
-    pid: u32,
-    layout: &Layout,
-    id: u64,
-    time: u64,
-    exec: bool,
-    out: &mut Vec<u8>,
-) -> Result<()> {
-    let maps = ProcessMaps::read(pid as libc::pid_t)?;
+pub fn synthesize_exec(pid: u32, stamp: &Stamp<'_>, out: &mut Vec<u8>) -> Result<()> {
+    synthesize(pid, stamp, true, out)
+}
+
+fn synthesize(pid: u32, stamp: &Stamp<'_>, exec: bool, out: &mut Vec<u8>) -> Result<()> {
+    let maps = crate::proc::maps(pid as libc::pid_t)?;
+    let (layout, id, time) = (stamp.layout, stamp.id, stamp.time);
     let ids = |tid: u32| encode::Ids {
         pid,
         tid,
@@ -43,20 +51,14 @@ pub fn synthesize_process_at(
         ..Default::default()
     };
     let user = sys::PERF_RECORD_MISC_USER as u16;
-    let mut tids: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_else(|_| vec![pid]);
-    tids.sort_unstable();
+    let tids = crate::proc::threads(pid as libc::pid_t).unwrap_or_else(|_| vec![pid as i32]);
     for tid in tids {
-        let name = std::fs::read(format!("/proc/{pid}/task/{tid}/comm")).unwrap_or_default();
-        let name = name.strip_suffix(b"\n").unwrap_or(&name);
+        let name = crate::proc::comm(pid as libc::pid_t, tid).unwrap_or_default();
+        let tid = tid as u32;
         let comm = Comm {
             pid,
             tid,
-            comm: name,
+            comm: &name,
         };
         let misc = if exec && tid == pid {
             user | sys::PERF_RECORD_MISC_COMM_EXEC as u16
@@ -65,8 +67,9 @@ pub fn synthesize_process_at(
         };
         encode::record_kind(out, layout, misc, &RecordKind::Comm(comm), &ids(tid));
     }
-    for m in maps.mappings().iter().filter(|m| m.executable) {
-        let filename = m.path.as_os_str().as_encoded_bytes();
+    for m in maps.iter().filter(|m| m.exec) {
+        let Some(path) = m.path() else { continue };
+        let filename = path.as_os_str().as_encoded_bytes();
         let mmap = Mmap2 {
             pid,
             tid: pid,
@@ -74,9 +77,9 @@ pub fn synthesize_process_at(
             len: m.end - m.start,
             pgoff: m.offset,
             file: Mmap2File::Inode {
-                maj: 0,
-                min: 0,
-                ino: 0,
+                maj: m.dev.0,
+                min: m.dev.1,
+                ino: m.inode,
                 ino_generation: 0,
             },
             prot: (libc::PROT_READ | libc::PROT_EXEC) as u32,
@@ -122,18 +125,8 @@ pub fn relayout(record: &Record<'_>, layout: &Layout, id: u64, out: &mut Vec<u8>
 /// kernel maps are missing. Returns false (appending nothing) when the addresses are
 /// hidden (`kptr_restrict`: they read as zero).
 pub fn synthesize_kernel(layout: &Layout, id: u64, out: &mut Vec<u8>) -> bool {
-    let Ok(text) = std::fs::read_to_string("/proc/kallsyms") else {
-        return false;
-    };
-    let addr_of = |name: &str| {
-        text.lines().find_map(|l| {
-            let mut f = l.split_whitespace();
-            let a = u64::from_str_radix(f.next()?, 16).ok()?;
-            let _ty = f.next()?;
-            (f.next()? == name && f.next().is_none() && a != 0).then_some(a)
-        })
-    };
-    let (Some(start), Some(end)) = (addr_of("_text"), addr_of("_etext")) else {
+    let table = KernelSymbols::shared();
+    let (Some(start), Some(end)) = (table.address_of("_text"), table.address_of("_etext")) else {
         return false;
     };
     if end <= start {

@@ -91,13 +91,11 @@
 
 mod attach;
 mod drain;
-mod exec;
 mod notify;
 mod stats;
 mod target;
 
 pub use drain::Delivery;
-pub use exec::ExecQueue;
 pub use notify::Notify;
 pub use stats::{Stats, ThreadInfo};
 pub use target::{Target, TargetEnd};

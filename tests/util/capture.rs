@@ -8,8 +8,9 @@ use std::time::Duration;
 use perfring::launch;
 use perfring::notify::{Poller, Token};
 use perfring::output::{EventInfo, Sink, StreamStats, Streamer};
+use perfring::pipeline::{Output, Pipeline, Recording, SampleRef};
+use perfring::resolve::{resolve_event, TargetImage};
 use perfring::ring::{Ring, RingSize};
-use perfring::symbols::{resolve_event, TargetImage};
 use perfring::{Builder, Counter, SampleType, Target};
 
 /// What to record.
@@ -125,6 +126,62 @@ pub fn record<S: Sink>(
             ring_lost,
         },
     )
+}
+
+/// As [`record`], with the records going through a [`Pipeline`] (unwound and named) to
+/// the output `make_output` builds.
+pub fn record_to<O: Output + 'static>(
+    program: &Path,
+    args: &[&str],
+    spec: &Spec<'_>,
+    make_output: impl FnOnce(&[EventInfo]) -> O,
+) -> Captured {
+    let (_, cap) = record(program, args, spec, |ev| {
+        Pipeline::new(ev, None)
+            .expect("a pipeline")
+            .output(make_output(ev))
+    });
+    cap
+}
+
+/// An output shared with the test, to look at after the recording.
+pub struct Shared<O>(pub std::sync::Arc<std::sync::Mutex<O>>);
+
+impl<O> Shared<O> {
+    /// Wraps `o`; keep a clone of the `Arc` to look at it afterwards.
+    pub fn new(o: O) -> (Shared<O>, std::sync::Arc<std::sync::Mutex<O>>) {
+        let a = std::sync::Arc::new(std::sync::Mutex::new(o));
+        (Shared(a.clone()), a)
+    }
+}
+
+impl<O: Output> Output for Shared<O> {
+    fn start(&mut self, r: &Recording<'_>) -> perfring::Result<()> {
+        self.0.lock().unwrap().start(r)
+    }
+    fn wants_names(&self) -> bool {
+        self.0.lock().unwrap().wants_names()
+    }
+    fn sample(&mut self, s: &SampleRef<'_>) -> perfring::Result<()> {
+        self.0.lock().unwrap().sample(s)
+    }
+    fn record(
+        &mut self,
+        event: Option<usize>,
+        r: &perfring::records::Record<'_>,
+        b: &[u8],
+    ) -> perfring::Result<()> {
+        self.0.lock().unwrap().record(event, r, b)
+    }
+    fn lost(&mut self, n: u64) -> perfring::Result<()> {
+        self.0.lock().unwrap().lost(n)
+    }
+    fn end_round(&mut self) -> perfring::Result<()> {
+        self.0.lock().unwrap().end_round()
+    }
+    fn finish(&mut self) -> perfring::Result<()> {
+        self.0.lock().unwrap().finish()
+    }
 }
 
 /// A test C program: `NTHREADS` threads, each spinning in its own function for a

@@ -10,8 +10,8 @@ use std::thread::JoinHandle;
 /// When `capacity` runs are waiting, further ones are dropped and counted.
 ///
 /// # Examples
-/// ```no_run
-/// use perfring::sampler::ExecQueue;
+/// ```ignore
+/// use crate::exec::ExecQueue;
 /// let mut q = ExecQueue::start("echo overflow $N".into(), 1024);
 /// q.submit(vec![("N", "1".to_string())]);
 /// assert_eq!(q.finish(), 1);
