@@ -121,8 +121,9 @@ fn record(dir: &Path, tool: &'static str, args: &[&str], work: &Path, n: &str) -
 }
 
 fn writer_capacity(dir: &Path) -> f64 {
-    use perfring::output::{EventInfo, PerfData, QueueSize, Streamer};
+    use perfring::output::{EventInfo, PerfData};
     use perfring::records::{encode, Layout};
+    use perfring::stream::{QueueSize, Streamer};
     let b = perfring::Counter::builder("cpu-clock")
         .unwrap()
         .period(1000)

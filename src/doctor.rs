@@ -84,14 +84,7 @@ pub struct MemlockLimit {
     pub hard: Option<u64>,
 }
 
-/// A PMU the kernel registered: its name and the `perf_event_attr.type` to use for it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pmu {
-    /// Directory name, e.g. `software`, `breakpoint`, `uprobe`, `cpu`.
-    pub name: String,
-    /// Its dynamic or fixed type number.
-    pub type_: u32,
-}
+pub use crate::event::Pmu;
 
 /// One probe's outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,21 +204,7 @@ fn memlock_limit() -> Option<MemlockLimit> {
 
 /// The PMUs under `/sys/bus/event_source/devices`, each with its `type` file.
 pub fn pmus() -> Vec<Pmu> {
-    let Ok(dir) = std::fs::read_dir("/sys/bus/event_source/devices") else {
-        return Vec::new();
-    };
-    let mut pmus: Vec<Pmu> = dir
-        .filter_map(|entry| {
-            let entry = entry.ok()?;
-            let type_ = read_trimmed(entry.path().join("type"))?.parse().ok()?;
-            Some(Pmu {
-                name: entry.file_name().to_string_lossy().into_owned(),
-                type_,
-            })
-        })
-        .collect();
-    pmus.sort_by(|a, b| (a.type_, &a.name).cmp(&(b.type_, &b.name)));
-    pmus
+    crate::event::Sysfs::default().pmus()
 }
 
 // ---------------------------------------------------------------------------------

@@ -31,8 +31,11 @@ pub mod ring;
 pub mod sampler;
 #[cfg(feature = "profile")]
 pub mod space;
+pub mod stream;
 #[cfg(feature = "profile")]
 pub mod symbolize;
+#[cfg(feature = "profile")]
+pub mod synth;
 pub mod sys;
 pub mod trigger;
 #[cfg(feature = "profile")]

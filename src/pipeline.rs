@@ -6,7 +6,7 @@
 //! the thread it runs on, and hands each sample, once unwound (and named,
 //! when an output wants names), to each [`Output`]. It runs where the records are
 //! written, never where the rings are drained: as the [`Sink`] of a
-//! [`Streamer`](crate::output::Streamer) it sits on the writer thread, so opening a
+//! [`Streamer`](crate::stream::Streamer) it sits on the writer thread, so opening a
 //! cold file (100 ms and more for a large library's DWARF) never stalls the drain.
 //!
 //! Records are taken a round at a time (a round is one pass over every ring,
@@ -17,7 +17,8 @@
 //! # Examples
 //! ```no_run
 //! use perfring::pipeline::Pipeline;
-//! use perfring::output::{Pprof, Streamer, QueueSize};
+//! use perfring::output::Pprof;
+//! use perfring::stream::{Streamer, QueueSize};
 //! # fn events() -> (Vec<perfring::sampler::EventInfo>, perfring::sampler::EventInfo) { unimplemented!() }
 //! let (events, tracking) = events(); // the sampler's events and its tracking counter
 //! let pipeline = Pipeline::new(&events, Some(&tracking))?
@@ -31,155 +32,15 @@
 //! ```
 
 use std::collections::HashSet;
-use std::path::Path;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::output::{Chunk, Sink, FINISHED_ROUND, NO_EVENT};
+use crate::output::{Output, Recording, SampleRef};
 use crate::records::{Layout, Record, RecordKind, Sample};
 use crate::sampler::EventInfo;
-use crate::space::{AddressSpaces, ProcessSpace};
+use crate::space::AddressSpaces;
+use crate::stream::{Chunk, Sink, FINISHED_ROUND, NO_EVENT};
 use crate::symbolize::{with_thread_symbolizer, Frame};
 use crate::unwind::{RawFrame, Unwinder};
-
-/// What every output is told before the first record.
-#[derive(Debug, Clone, Copy)]
-#[non_exhaustive]
-pub struct Recording<'a> {
-    /// The events recorded, in the order of their indices.
-    pub events: &'a [EventInfo],
-    /// The command line that made the recording (perf.data's `CMDLINE`).
-    pub cmdline: &'a [String],
-    /// The target's program, when known (pprof's main mapping).
-    pub program: Option<&'a Path>,
-}
-
-impl<'a> Recording<'a> {
-    /// A recording of `events` made by `cmdline`, of `program` if known.
-    pub fn new(
-        events: &'a [EventInfo],
-        cmdline: &'a [String],
-        program: Option<&'a Path>,
-    ) -> Recording<'a> {
-        Recording {
-            events,
-            cmdline,
-            program,
-        }
-    }
-}
-
-/// One sample, as every output receives it.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct SampleRef<'a> {
-    /// The event's index in [`Recording::events`].
-    pub event: usize,
-    /// The event's description.
-    pub info: &'a EventInfo,
-    /// The sample, decoded in place.
-    pub sample: &'a Sample<'a>,
-    /// The record's bytes, as the ring held them.
-    pub bytes: &'a [u8],
-    /// The process (0 when the sample does not say).
-    pub pid: u32,
-    /// The thread (0 when the sample does not say).
-    pub tid: u32,
-    /// The stack, innermost first: kernel frames, then user frames (for frame-pointer
-    /// stacks, with the first frame decided by CFI), or the sample's ip alone.
-    pub stack: &'a [RawFrame],
-    /// The stack named, innermost first (inlined frames before the function that holds
-    /// them); empty unless an output [wants names](Output::wants_names).
-    pub frames: &'a [Frame],
-    /// The thread's name, from the recording's `COMM` records.
-    pub thread_name: Option<&'a str>,
-    /// The process's address space as of this sample.
-    pub process: Option<&'a ProcessSpace>,
-}
-
-/// A consumer of a recording: a file format, a printer, an embedder's own.
-///
-/// Calls come from one thread, in order: [`start`](Self::start), then
-/// [`record`](Self::record) and [`sample`](Self::sample) in time order within each
-/// round, [`lost`](Self::lost) where records were dropped, and [`finish`](Self::finish)
-/// once at the end (also after an error, so a file is left readable). An error stops
-/// the recording's writer.
-pub trait Output: Send {
-    /// Before the first record: the events and the target.
-    ///
-    /// # Errors
-    /// Whatever stops this output from being written (an attr its format cannot hold).
-    fn start(&mut self, recording: &Recording<'_>) -> Result<()>;
-
-    /// Whether [`SampleRef::frames`] must be filled (symbolization costs time on the
-    /// first use of each file).
-    fn wants_names(&self) -> bool {
-        false
-    }
-
-    /// One sample, unwound (and named, if asked).
-    ///
-    /// # Errors
-    /// A write that failed.
-    fn sample(&mut self, sample: &SampleRef<'_>) -> Result<()>;
-
-    /// One record that is not a sample (`MMAP2`, `COMM`, `LOST`, ...), decoded;
-    /// `event` is `None` for the tracking counter's and synthesized records.
-    ///
-    /// # Errors
-    /// A write that failed.
-    fn record(&mut self, event: Option<usize>, record: &Record<'_>, bytes: &[u8]) -> Result<()> {
-        let _ = (event, record, bytes);
-        Ok(())
-    }
-
-    /// `records` records were dropped before reaching the pipeline (the writer's queue
-    /// was full).
-    ///
-    /// # Errors
-    /// A write that failed.
-    fn lost(&mut self, records: u64) -> Result<()> {
-        let _ = records;
-        Ok(())
-    }
-
-    /// The end of a round: every record of one pass over the rings has been given.
-    ///
-    /// # Errors
-    /// A write that failed.
-    fn end_round(&mut self) -> Result<()> {
-        Ok(())
-    }
-
-    /// Completes the output (headers, feature sections, the pprof message).
-    ///
-    /// # Errors
-    /// A write that failed.
-    fn finish(&mut self) -> Result<()>;
-}
-
-impl<O: Output + ?Sized> Output for Box<O> {
-    fn start(&mut self, recording: &Recording<'_>) -> Result<()> {
-        (**self).start(recording)
-    }
-    fn wants_names(&self) -> bool {
-        (**self).wants_names()
-    }
-    fn sample(&mut self, sample: &SampleRef<'_>) -> Result<()> {
-        (**self).sample(sample)
-    }
-    fn record(&mut self, event: Option<usize>, record: &Record<'_>, bytes: &[u8]) -> Result<()> {
-        (**self).record(event, record, bytes)
-    }
-    fn lost(&mut self, records: u64) -> Result<()> {
-        (**self).lost(records)
-    }
-    fn end_round(&mut self) -> Result<()> {
-        (**self).end_round()
-    }
-    fn finish(&mut self) -> Result<()> {
-        (**self).finish()
-    }
-}
 
 /// What a pipeline has seen.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -194,7 +55,7 @@ pub struct PipelineStats {
     pub lost: u64,
 }
 
-/// The index a tracking record carries in a [`Streamer`](crate::output::Streamer) that
+/// The index a tracking record carries in a [`Streamer`](crate::stream::Streamer) that
 /// feeds a pipeline: one past the last event.
 pub fn tracking_index(events: &[EventInfo]) -> usize {
     events.len()
@@ -388,8 +249,8 @@ impl Pipeline {
         };
         let layout = self.layouts[self.events.len()];
         let mut buf = Vec::new();
-        crate::output::synthesize_kernel(&layout, self.tracking_id, &mut buf);
-        let stamp = crate::output::Stamp {
+        crate::synth::synthesize_kernel(&layout, self.tracking_id, &mut buf);
+        let stamp = crate::synth::Stamp {
             layout: &layout,
             id: self.tracking_id,
             time: 0,
@@ -397,7 +258,7 @@ impl Pipeline {
         for pid in pids {
             // A process that exits meanwhile, or that may not be read, is named from its
             // records or not at all.
-            let _ = crate::output::synthesize_process(pid, &stamp, &mut buf);
+            let _ = crate::synth::synthesize_process(pid, &stamp, &mut buf);
         }
         // Whole records, made here.
         let _ = self.push_records(self.events.len(), &buf);

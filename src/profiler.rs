@@ -50,12 +50,13 @@ use std::time::Duration;
 use crate::counter::{Builder, Counter};
 use crate::event::{Event, Kind};
 use crate::launch::ExitStatus;
-use crate::output::{QueueSize, StreamStats, Streamer};
-use crate::pipeline::{tracking_index, Existing, Output, Pipeline, PipelineStats};
+use crate::output::Output;
+use crate::pipeline::{tracking_index, Existing, Pipeline, PipelineStats};
 use crate::records::{encode, RecordKind};
 use crate::resolve::{resolve_event, TargetImage};
 use crate::ring::RingSize;
 use crate::sampler::{Delivery, EventInfo, Sampler, Stats, Target, TargetEnd};
+use crate::stream::{QueueSize, StreamStats, Streamer};
 use crate::unwind::CallGraph;
 use crate::{sys, Error, ErrorKind, Result, SampleType};
 

@@ -193,7 +193,7 @@ impl ProcessSpace {
 /// ([`Builder::track_tasks`](crate::Builder::track_tasks)), as the sampler's tracking
 /// counter is. For a process that was running before its counters were opened, call
 /// [`attach`](Self::attach) first (or feed the records
-/// [`synthesize_process`](crate::output::synthesize_process) writes): the kernel
+/// [`synthesize_process`](crate::synth::synthesize_process) writes): the kernel
 /// reports only mappings made after the counter was enabled.
 #[derive(Debug, Clone, Default)]
 pub struct AddressSpaces {

@@ -3,7 +3,8 @@
 
 mod util;
 
-use perfring::output::{PerfData, Pprof, Sink};
+use perfring::output::{PerfData, Pprof};
+use perfring::stream::Sink;
 use util::capture::{self, perf, Spec};
 
 /// Lines of `perf script -F FIELDS`.
@@ -98,7 +99,7 @@ fn a_file_cut_short_without_finish_still_reads() {
     // A sink that never finishes: what a killed recorder leaves behind.
     struct Unfinished(PerfData);
     impl Sink for Unfinished {
-        fn write_chunk(&mut self, c: &perfring::output::Chunk) -> perfring::Result<()> {
+        fn write_chunk(&mut self, c: &perfring::stream::Chunk) -> perfring::Result<()> {
             self.0.write_chunk(c)
         }
         fn finish(&mut self) -> perfring::Result<()> {
@@ -135,7 +136,7 @@ fn a_pipe_is_refused_with_a_fix() {
 /// Passes chunks to a `PerfData` once `gate` opens: a writer stuck on a slow disk.
 struct Gated(PerfData, std::sync::mpsc::Receiver<()>, bool);
 impl Sink for Gated {
-    fn write_chunk(&mut self, c: &perfring::output::Chunk) -> perfring::Result<()> {
+    fn write_chunk(&mut self, c: &perfring::stream::Chunk) -> perfring::Result<()> {
         if !self.2 {
             self.1.recv().unwrap();
             self.2 = true;
@@ -149,8 +150,9 @@ impl Sink for Gated {
 
 #[test]
 fn a_full_queue_drops_and_counts_records_and_perf_sees_the_loss() {
-    use perfring::output::{EventInfo, QueueSize, Streamer};
+    use perfring::output::EventInfo;
     use perfring::records::{encode, Layout};
+    use perfring::stream::{QueueSize, Streamer};
     let dir = capture::scratch("pd-full");
     let b = perfring::Counter::builder("cpu-clock")
         .unwrap()

@@ -7,8 +7,8 @@ mod util;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use perfring::output::Output;
 use perfring::output::{PerfData, Pprof};
-use perfring::pipeline::Output;
 use util::capture::{self, perf, Spec};
 
 /// `go tool pprof ARGS`, with a private HOME and no symbolization of its own.
@@ -193,7 +193,7 @@ fn a_write_error_names_the_output_and_the_fix() {
         .open("/dev/full")
         .unwrap();
     let mut p = Pprof::new(full, "/dev/full");
-    let rec = perfring::pipeline::Recording::new(&ev, &[], None);
+    let rec = perfring::output::Recording::new(&ev, &[], None);
     p.start(&rec).unwrap();
     let e = p.finish().unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
@@ -247,7 +247,7 @@ fn push_sends_the_profile_to_a_pyroscope_ingest_endpoint() {
     let file = dir.join("p.pb.gz");
     let mut empty = Pprof::create(&file).unwrap();
     empty
-        .start(&perfring::pipeline::Recording::new(&ev, &[], None))
+        .start(&perfring::output::Recording::new(&ev, &[], None))
         .unwrap();
     empty.finish().unwrap();
     let gz = std::fs::read(&file).unwrap();

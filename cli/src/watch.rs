@@ -10,8 +10,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use perfring::console::{output_closed, Interrupts};
+use perfring::output::{Output, Recording, SampleRef};
 use perfring::output::{OverflowLine, Tally};
-use perfring::pipeline::{Output, Recording, SampleRef};
 use perfring::profiler::{End, Flow, Profiler, Wakeup};
 use perfring::records::RecordKind;
 use perfring::sampler::Delivery;

@@ -18,10 +18,11 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use perfring::inject::RecordFormat;
-use perfring::output::{PerfData, Stamp, Tally};
-use perfring::pipeline::{tracking_index, Output, Pipeline, Recording, SampleRef};
+use perfring::output::{Output, PerfData, Recording, SampleRef, Tally};
+use perfring::pipeline::{tracking_index, Pipeline};
 use perfring::records::encode::{self, Ids, SampleFields};
 use perfring::sampler::EventInfo;
+use perfring::synth::Stamp;
 use perfring::sys;
 
 use crate::buffers::{Entry, CAP, STACK_BYTES};
@@ -220,9 +221,9 @@ impl Out {
         };
         let mut buf = Vec::new();
         let _ = if exec {
-            perfring::output::synthesize_exec(pid as u32, &stamp, &mut buf)
+            perfring::synth::synthesize_exec(pid as u32, &stamp, &mut buf)
         } else {
-            perfring::output::synthesize_process(pid as u32, &stamp, &mut buf)
+            perfring::synth::synthesize_process(pid as u32, &stamp, &mut buf)
         };
         self.tracking(&buf);
     }

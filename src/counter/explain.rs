@@ -53,7 +53,8 @@ fn type_name(type_: u32) -> String {
     if !fixed.is_empty() {
         return fixed.into();
     }
-    crate::doctor::pmus()
+    crate::event::Sysfs::default()
+        .pmus()
         .into_iter()
         .find(|p| p.type_ == type_)
         .map_or_else(|| "dynamic PMU".into(), |p| format!("{} PMU", p.name))

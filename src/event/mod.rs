@@ -36,7 +36,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::sys;
 
-pub use sysfs::{ConfigWord, Format, Sysfs};
+pub use sysfs::{ConfigWord, Format, Pmu, Sysfs};
 
 /// Something to count: a kind, its modifiers, and the name the user wrote.
 ///

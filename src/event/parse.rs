@@ -6,7 +6,7 @@
 use std::ops::Range;
 
 use super::names::{self, did_you_mean};
-use super::sysfs::{safe_component, Pmu, Sysfs};
+use super::sysfs::{safe_component, PmuFormats, Sysfs};
 use super::{Access, Breakpoint, Cache, CacheResult, Event, Kind, Modifiers, PmuEvent, Tracepoint};
 use crate::error::{Error, ErrorKind, Result};
 use crate::sys;
@@ -450,7 +450,7 @@ impl<'a> Parser<'a> {
         &self,
         term: &str,
         at: usize,
-        pmu: Option<&Pmu>,
+        pmu: Option<&PmuFormats>,
         words: &mut [u64; 3],
         name: &mut Option<String>,
         allow_alias: bool,
@@ -572,7 +572,7 @@ impl<'a> Parser<'a> {
     }
 }
 
-fn pmu_kind(pmu: Pmu, words: [u64; 3]) -> Kind {
+fn pmu_kind(pmu: PmuFormats, words: [u64; 3]) -> Kind {
     pmu_kind_by_type(Some(pmu.name), pmu.type_, words)
 }
 

@@ -53,9 +53,18 @@ impl Default for Sysfs {
     }
 }
 
-/// A PMU as described in sysfs: its `type` number, format terms and named events.
+/// A PMU the kernel registered: its name and the `perf_event_attr.type` to use for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pmu {
+    /// Directory name, e.g. `software`, `breakpoint`, `uprobe`, `cpu`.
+    pub name: String,
+    /// Its dynamic or fixed type number.
+    pub type_: u32,
+}
+
+/// A PMU as described in sysfs, for parsing: its `type` number and format terms.
 #[derive(Debug, Clone)]
-pub(super) struct Pmu {
+pub(super) struct PmuFormats {
     pub(super) name: String,
     pub(super) type_: u32,
     pub(super) formats: Vec<(String, Format)>,
@@ -98,6 +107,24 @@ impl Sysfs {
             .iter()
             .map(|p| self.root.join(p))
             .find(|p| p.join("events").is_dir())
+    }
+
+    /// The PMUs present, each with its `type` number, sorted by type then name.
+    pub fn pmus(&self) -> Vec<Pmu> {
+        let mut pmus: Vec<Pmu> = self
+            .pmu_list()
+            .iter()
+            .filter(|p| safe_component(p))
+            .filter_map(|p| {
+                let t = fs::read_to_string(self.devices().join(p).join("type")).ok()?;
+                Some(Pmu {
+                    name: p.clone(),
+                    type_: t.trim().parse().ok()?,
+                })
+            })
+            .collect();
+        pmus.sort_by(|a, b| (a.type_, &a.name).cmp(&(b.type_, &b.name)));
+        pmus
     }
 
     /// The names of the PMUs present, sorted (as first listed by this `Sysfs`).
@@ -148,7 +175,7 @@ impl Sysfs {
     }
 
     /// Reads PMU `name`: its type and format terms.
-    pub(super) fn pmu(&self, name: &str) -> Result<Pmu> {
+    pub(super) fn pmu(&self, name: &str) -> Result<PmuFormats> {
         let op = format!("look up PMU '{name}'");
         let dir = self.devices().join(name);
         if !safe_component(name) || !dir.is_dir() {
@@ -206,7 +233,7 @@ impl Sysfs {
             formats.push((term, format));
         }
         formats.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(Pmu {
+        Ok(PmuFormats {
             name: name.to_string(),
             type_,
             formats,
@@ -269,7 +296,7 @@ impl Sysfs {
     }
 }
 
-impl Pmu {
+impl PmuFormats {
     pub(super) fn format(&self, term: &str) -> Option<&Format> {
         self.formats.iter().find(|(n, _)| n == term).map(|(_, f)| f)
     }

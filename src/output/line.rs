@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use crate::pipeline::SampleRef;
+use crate::output::SampleRef;
 use crate::symbolize::Frame;
 
 /// One overflow, ready to serialize.

@@ -7,22 +7,19 @@
 //!   the records as the ring held them (frame-pointer samples with their unwound
 //!   chain), [`Pprof`] aggregates samples by stack and thread and writes a gzipped
 //!   `profile.proto` at the end, [`OverflowLine`] is one sample as a JSON line;
-//! - a [`Streamer`] moves records from the thread that drains the rings to a writer
-//!   thread that owns the pipeline (a [`Sink`]), through a queue bounded in bytes: the
-//!   draining thread only copies bytes and never waits on the disk or a symbol file;
-//!   when the queue is full, records are dropped and counted
-//!   ([`StreamStats::lost_records`]), and the outputs are told (a `PERF_RECORD_LOST` in
-//!   `perf.data`);
-//! - the synthesized records of what predates the counters ([`synthesize_process`],
-//!   [`synthesize_kernel`]), and [`EventInfo`], each event's attr and kernel ids.
+//! - the [`Output`] trait they implement, and what they are given ([`Recording`],
+//!   [`SampleRef`]), by a [`Pipeline`](crate::pipeline::Pipeline) that a
+//!   [`Streamer`](crate::stream::Streamer) runs on the writer thread;
+//! - [`EventInfo`], each event's attr and kernel ids.
 //!
 //! Every file that holds samples is created with [`create_private`]: mode 0600, as
 //! `perf record` creates perf.data, never through a symbolic link.
 //!
 //! # Examples
 //! ```no_run
-//! use perfring::output::{PerfData, Streamer, QueueSize};
+//! use perfring::output::PerfData;
 //! use perfring::pipeline::Pipeline;
+//! use perfring::stream::{Streamer, QueueSize};
 //! # fn events() -> (Vec<perfring::sampler::EventInfo>, perfring::sampler::EventInfo) { unimplemented!() }
 //! let (events, tracking) = events(); // from the sampler you started
 //! let pipeline = Pipeline::new(&events, Some(&tracking))?.output(PerfData::open("perf.data")?);
@@ -37,21 +34,18 @@
 //! # Ok::<(), perfring::Error>(())
 //! ```
 
+mod feed;
 mod line;
 mod perfdata;
 mod pprof;
 pub(crate) mod proto;
 mod push;
-mod stream;
-mod synth;
 
+pub use feed::{Output, Recording, SampleRef};
 pub use line::{FrameLine, OverflowLine, Tally};
 pub use perfdata::PerfData;
 pub use pprof::{Pprof, PprofSummary};
 pub use push::push_pyroscope;
-pub use stream::{Chunk, QueueSize, Sink, StreamStats, Streamer};
-pub(crate) use stream::{FINISHED_ROUND, NO_EVENT};
-pub use synth::{relayout, synthesize_exec, synthesize_kernel, synthesize_process, Stamp};
 
 /// One event of a recording (its name, attr and kernel ids): the sampler's.
 pub use crate::sampler::EventInfo;

@@ -21,10 +21,10 @@ use std::path::{Path, PathBuf};
 
 use zerocopy::IntoBytes;
 
-use super::stream::{Chunk, Sink};
 use super::EventInfo;
 use crate::error::{Error, ErrorKind, Result};
 use crate::records::{encode, Layout};
+use crate::stream::{Chunk, Sink};
 use crate::sys;
 
 /// `PERFILE2`, read as a native-endian u64 (tells readers the byte order).
@@ -700,8 +700,8 @@ impl PerfData {
 ///   then shows the stacks perfring's other outputs show, and does not try a DWARF
 ///   unwind of a stack copy too short for it. DWARF samples are kept whole: `perf
 ///   report -g` unwinds them as it unwinds its own.
-impl crate::pipeline::Output for PerfData {
-    fn start(&mut self, rec: &crate::pipeline::Recording<'_>) -> Result<()> {
+impl crate::output::Output for PerfData {
+    fn start(&mut self, rec: &crate::output::Recording<'_>) -> Result<()> {
         self.rechain = rec.events.iter().map(|e| rechained(e.attr())).collect();
         if self.started {
             return Ok(());
@@ -729,7 +729,7 @@ impl crate::pipeline::Output for PerfData {
         self.begin(&written, rec.cmdline)
     }
 
-    fn sample(&mut self, s: &crate::pipeline::SampleRef<'_>) -> Result<()> {
+    fn sample(&mut self, s: &crate::output::SampleRef<'_>) -> Result<()> {
         if !self.rechain.get(s.event).copied().unwrap_or(false) {
             return self.queue(s.bytes);
         }
@@ -762,7 +762,7 @@ impl crate::pipeline::Output for PerfData {
                     return Ok(());
                 };
                 let mut rec = Vec::with_capacity(bytes.len() + 48);
-                if super::relayout(record, &layout, id, &mut rec) {
+                if crate::synth::relayout(record, &layout, id, &mut rec) {
                     self.queue(&rec)?;
                 }
                 Ok(())
@@ -780,7 +780,7 @@ impl crate::pipeline::Output for PerfData {
             return Ok(());
         }
         let mut marker = [0u8; 8];
-        marker[..4].copy_from_slice(&super::FINISHED_ROUND.to_ne_bytes());
+        marker[..4].copy_from_slice(&crate::stream::FINISHED_ROUND.to_ne_bytes());
         marker[6..].copy_from_slice(&8u16.to_ne_bytes());
         self.pending.extend_from_slice(&marker);
         // Written at each round's end: a recording cut short (even `kill -9`) keeps

@@ -19,7 +19,7 @@ use prost::Message;
 use super::perfdata::write_error;
 use super::proto;
 use crate::error::{Error, ErrorKind, Result};
-use crate::pipeline::{Output, Recording, SampleRef};
+use crate::output::{Output, Recording, SampleRef};
 use crate::records::{Record, RecordKind};
 use crate::sampler::EventInfo;
 use crate::space::Mapping;

@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use perfring::launch;
 use perfring::notify::{Poller, Token};
-use perfring::output::{EventInfo, Sink, StreamStats, Streamer};
-use perfring::pipeline::{Output, Pipeline, Recording, SampleRef};
+use perfring::output::{EventInfo, Output, Recording, SampleRef};
+use perfring::pipeline::Pipeline;
 use perfring::resolve::{resolve_event, TargetImage};
 use perfring::ring::{Ring, RingSize};
+use perfring::stream::{Sink, StreamStats, Streamer};
 use perfring::{Builder, Counter, SampleType, Target};
 
 /// What to record.

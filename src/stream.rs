@@ -1,4 +1,8 @@
-//! The writer thread and its byte-bounded queue.
+//! The writer thread and its byte-bounded queue: records move from the thread that
+//! drains the rings to a [`Sink`] on a thread of its own (a
+//! [`Pipeline`](crate::pipeline::Pipeline), or any file writer), and the draining
+//! thread only copies bytes. When the queue is full, records are dropped and counted
+//! ([`StreamStats::lost_records`]), and the sink is told ([`Chunk::lost_before`]).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;

@@ -1,5 +1,6 @@
 //! Records for what existed before the counters did: a running process's threads
-//! and mappings, which the kernel only reports as they are created.
+//! and mappings, and the kernel's text, which the kernel only reports as they are
+//! created; and records re-laid for a file whose events place their ids alike.
 
 use crate::error::Result;
 use crate::records::{encode, Comm, Layout, Mmap, Mmap2, Mmap2File, Record, RecordKind};
