@@ -120,6 +120,15 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
         // Same clock as the events, so their timestamps compare.
         t.attr_mut().set_use_clockid(first.use_clockid());
         t.attr_mut().clockid = first.clockid;
+        // DWARF stacks (a user stack copy without the user callchain): the data
+        // mappings too, as perf records them, since perf's unwinders read a file's
+        // .eh_frame_hdr through the mapping that holds it.
+        let dwarf = builders.iter().any(|b| {
+            let a = b.attr();
+            SampleType::from_bits(a.sample_type).contains(SampleType::STACK_USER)
+                && a.exclude_callchain_user() != 0
+        });
+        t.attr_mut().set_mmap_data(dwarf.into());
         t
     });
     let events = builders.iter().map(info).collect::<Result<Vec<_>>>()?;
