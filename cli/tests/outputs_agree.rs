@@ -318,7 +318,7 @@ fn check(what: &str, stacks: &[Stack], with_inlined: bool) -> Seen {
         );
     }
     let mut leading: Vec<(Vec<String>, usize)> = by.into_iter().collect();
-    leading.sort_by(|a, b| b.1.cmp(&a.1));
+    leading.sort_by_key(|l| std::cmp::Reverse(l.1));
     Seen {
         leading,
         libc_leaf: leaf,
