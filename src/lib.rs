@@ -1,4 +1,10 @@
-#![doc = include_str!("../README.md")]
+#![cfg_attr(feature = "profile", doc = include_str!("../README.md"))]
+#![cfg_attr(
+    not(feature = "profile"),
+    doc = "perfring's core (built without the `profile` feature): counters, rings, zero-copy \
+           records, notifiers (poll driver, thread signals, sigtrap, budgets), the sampler \
+           and triggers. See the README for the whole crate."
+)]
 #![deny(
     unsafe_code,
     unsafe_op_in_unsafe_fn,
