@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use perfring::output::{Output, PerfData, Pprof, Recording, SampleRef};
+use perfring::output::{Output, PerfData, Pprof, SampleRef};
 use perfring::profiler::{End, Flow, Profiler, Rate};
 use perfring::unwind::CallGraph;
 
@@ -24,10 +24,6 @@ struct Hotspots {
 }
 
 impl Output for Hotspots {
-    fn start(&mut self, _: &Recording<'_>) -> perfring::Result<()> {
-        Ok(())
-    }
-
     fn wants_names(&self) -> bool {
         true
     }

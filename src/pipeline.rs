@@ -38,7 +38,7 @@ use crate::output::{Output, Recording, SampleRef};
 use crate::records::{Layout, Record, RecordKind, Sample};
 use crate::sampler::EventInfo;
 use crate::space::AddressSpaces;
-use crate::stream::{Chunk, Sink, FINISHED_ROUND, NO_EVENT};
+use crate::stream::{split_records, whole_records, Chunk, Sink, FINISHED_ROUND, NO_EVENT};
 use crate::symbolize::{with_thread_symbolizer, Frame};
 use crate::unwind::{RawFrame, Unwinder};
 
@@ -123,14 +123,7 @@ impl Pipeline {
     /// # Errors
     /// [`ErrorKind::InvalidArgument`] without events.
     pub fn new(events: &[EventInfo], tracking: Option<&EventInfo>) -> Result<Pipeline> {
-        if events.is_empty() {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "build a recording pipeline",
-                "no events to describe",
-            )
-            .with_fix("pass the EventInfo of each event recorded"));
-        }
+        crate::output::require_events(events, "build a recording pipeline")?;
         let mut layouts: Vec<Layout> = events.iter().map(|e| *e.layout()).collect();
         layouts.push(*tracking.unwrap_or(&events[0]).layout());
         Ok(Pipeline {
@@ -271,14 +264,7 @@ impl Pipeline {
     /// # Errors
     /// [`ErrorKind::Decode`] for bytes that are not whole records (nothing is taken).
     pub fn push_records(&mut self, event: usize, bytes: &[u8]) -> Result<()> {
-        let mut off = 0;
-        while off + 8 <= bytes.len() {
-            let size = usize::from(u16::from_ne_bytes([bytes[off + 6], bytes[off + 7]]));
-            if size < 8 || off + size > bytes.len() {
-                break;
-            }
-            off += size;
-        }
+        let off = whole_records(bytes);
         if off != bytes.len() {
             return Err(Error::new(
                 ErrorKind::Decode,
@@ -291,11 +277,8 @@ impl Pipeline {
             .with_fix("pass whole records, each with its header, as the ring holds them"));
         }
         let event = u32::try_from(event).unwrap_or(NO_EVENT - 1);
-        let mut off = 0;
-        while off < bytes.len() {
-            let size = usize::from(u16::from_ne_bytes([bytes[off + 6], bytes[off + 7]]));
-            self.take(event, &bytes[off..off + size]);
-            off += size;
+        for rec in split_records(bytes) {
+            self.take(event, rec);
         }
         Ok(())
     }

@@ -73,6 +73,36 @@ impl Chunk {
     }
 }
 
+/// The whole records at the start of `bytes`, back to back as a ring or a perf.data
+/// data section holds them, each with its header; ends at the first record that is cut
+/// (or whose `header.size` is below 8).
+///
+/// # Examples
+/// ```
+/// let rec = |size: u16| { let mut r = vec![0u8; size.into()]; r[6..8].copy_from_slice(&size.to_ne_bytes()); r };
+/// let bytes = [rec(16), rec(8), rec(24)].concat();
+/// let sizes: Vec<usize> = perfring::stream::split_records(&bytes[..40]).map(<[u8]>::len).collect();
+/// assert_eq!(sizes, [16, 8]);
+/// assert_eq!(perfring::stream::whole_records(&bytes[..40]), 24);
+/// ```
+pub fn split_records(mut bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    std::iter::from_fn(move || {
+        let size = usize::from(u16::from_ne_bytes([*bytes.get(6)?, *bytes.get(7)?]));
+        if size < 8 || size > bytes.len() {
+            return None;
+        }
+        let (rec, rest) = bytes.split_at(size);
+        bytes = rest;
+        Some(rec)
+    })
+}
+
+/// The length of the longest prefix of `bytes` made of whole records
+/// ([`split_records`]).
+pub fn whole_records(bytes: &[u8]) -> usize {
+    split_records(bytes).map(<[u8]>::len).sum()
+}
+
 /// `header.size` of the record at the start of `bytes` (checked by `push`).
 fn record_size(bytes: &[u8]) -> usize {
     usize::from(u16::from_ne_bytes([bytes[6], bytes[7]]))

@@ -281,6 +281,18 @@ pub fn callchain_frames(chain: impl IntoIterator<Item = u64>, out: &mut Vec<RawF
     }
 }
 
+/// What a sample copied of a user thread: its registers ([`UNWIND_REGS`] at least) and
+/// the top of its stack, from the stack pointer up, in process `pid`.
+#[derive(Debug, Clone, Copy)]
+pub struct StackCopy<'a> {
+    /// The process (whose mappings give the unwind tables).
+    pub pid: u32,
+    /// The user registers.
+    pub regs: Regs<'a>,
+    /// The stack bytes.
+    pub stack: UserStack<'a>,
+}
+
 /// Section data handed to framehop: a range of a file read once and shared.
 #[derive(Clone)]
 struct Bytes {
@@ -409,11 +421,12 @@ impl Unwinder {
             .iter()
             .position(|f| !f.kernel)
             .map(|i| start + i);
-        match (copy, user) {
-            (Some((regs, stack)), Some(first)) => {
-                self.fix_first_frame(spaces, pid, &regs, &stack, out, first)
-            }
-            (Some((regs, stack)), None) => self.unwind(spaces, pid, &regs, &stack, out),
+        match (
+            copy.map(|(regs, stack)| StackCopy { pid, regs, stack }),
+            user,
+        ) {
+            (Some(copy), Some(first)) => self.fix_first_frame(spaces, &copy, out, first),
+            (Some(copy), None) => self.unwind(spaces, &copy, out),
             (None, _) => {}
         }
         if out.len() == start {
@@ -429,21 +442,19 @@ impl Unwinder {
 
     /// The first frame of a frame-pointer chain, decided by CFI: `out[first..]` are the
     /// user frames the kernel walked from `rbp`, `out[first]` the interrupted ip. The
-    /// return address the file's CFI finds for that ip (from `regs` and the `stack`
-    /// copy) is the direct caller; when the chain's next entry is not it, the chain
+    /// return address the file's CFI finds for that ip (from the registers and stack
+    /// `copy`) is the direct caller; when the chain's next entry is not it, the chain
     /// started from the caller's frame (the function had not pushed its own, or has
     /// none), and it is inserted. Without CFI for the ip, or when the return address
     /// lies beyond the copy, the chain stays as the kernel wrote it.
     pub fn fix_first_frame(
         &mut self,
         spaces: &AddressSpaces,
-        pid: u32,
-        regs: &Regs<'_>,
-        stack: &UserStack<'_>,
+        copy: &StackCopy<'_>,
         out: &mut Vec<RawFrame>,
         first: usize,
     ) {
-        let Some(ret) = self.return_address(spaces, pid, regs, stack) else {
+        let Some(ret) = self.return_address(spaces, copy) else {
             return;
         };
         if out.get(first + 1).map(|f| f.ip) == Some(ret) || out.len() - first >= MAX_DEPTH {
@@ -459,47 +470,37 @@ impl Unwinder {
         );
     }
 
-    /// The return address of the frame at `regs`' ip, by CFI, if the copy holds it.
-    fn return_address(
-        &mut self,
-        spaces: &AddressSpaces,
-        pid: u32,
-        regs: &Regs<'_>,
-        stack: &UserStack<'_>,
-    ) -> Option<u64> {
+    /// The return address of the frame at the copy's ip, by CFI, if the copy holds it.
+    fn return_address(&mut self, spaces: &AddressSpaces, copy: &StackCopy<'_>) -> Option<u64> {
         let mut two = Vec::with_capacity(2);
-        self.walk(spaces, pid, regs, stack, 2, &mut two);
+        self.walk(spaces, copy, 2, &mut two);
         match two.get(1) {
             Some(f) if f.return_address && f.ip != 0 => Some(f.ip),
             _ => None,
         }
     }
 
-    /// Unwinds a user stack copy with framehop: `regs` must hold the registers in
-    /// [`UNWIND_REGS`], `stack` the bytes from the stack pointer up. Appends the user
+    /// Unwinds a user stack copy with framehop. Appends the user
     /// frames, innermost first (at most [`MAX_DEPTH`]); stops where the copy or the
     /// unwind information ends.
     pub fn unwind(
         &mut self,
         spaces: &AddressSpaces,
-        pid: u32,
-        regs: &Regs<'_>,
-        stack: &UserStack<'_>,
+        copy: &StackCopy<'_>,
         out: &mut Vec<RawFrame>,
     ) {
-        self.walk(spaces, pid, regs, stack, MAX_DEPTH, out);
+        self.walk(spaces, copy, MAX_DEPTH, out);
     }
 
     fn walk(
         &mut self,
         spaces: &AddressSpaces,
-        pid: u32,
-        regs: &Regs<'_>,
-        stack: &UserStack<'_>,
+        copy: &StackCopy<'_>,
         depth: usize,
         out: &mut Vec<RawFrame>,
     ) {
-        let Some((ip, sp, bp)) = unwind_regs(regs) else {
+        let (pid, stack) = (copy.pid, &copy.stack);
+        let Some((ip, sp, bp)) = unwind_regs(&copy.regs) else {
             return;
         };
         let generation = spaces.process(pid).map_or(0, |p| p.generation());

@@ -9,36 +9,13 @@ use std::path::Path;
 
 use perfring::output::Output;
 use perfring::output::{PerfData, Pprof};
-use util::capture::{self, perf, Spec};
+use util::capture::{self, pprof, Spec};
 
-/// `go tool pprof ARGS`, with a private HOME and no symbolization of its own.
-fn pprof(dir: &Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new("go")
-        .args(["tool", "pprof"])
-        .args(args)
-        .env("HOME", dir)
-        .env("PPROF_TMPDIR", dir)
-        .env("PPROF_BINARY_PATH", dir.join("no-binaries"))
-        .env("GOFLAGS", "")
-        .current_dir(dir)
-        .output()
-        .expect("run go tool pprof (install golang-go)")
-}
-
-/// `go tool pprof -top`: flat (self) sample count per function.
+/// `go tool pprof -top`: flat (self) sample count per function; the profile's main
+/// mapping is the program and its default sample type `samples`.
 fn pprof_top(dir: &Path, file: &str) -> BTreeMap<String, u64> {
-    let out = pprof(
-        dir,
-        &[
-            "-top",
-            "-nodecount=1000",
-            "-nodefraction=0",
-            "-edgefraction=0",
-            file,
-        ],
-    );
+    let out = pprof(dir, &["-top", file]);
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "pprof failed: {}", util::stderr(&out));
     assert!(
         !text.contains("File: ld-"),
         "mapping[0] is the program:\n{text}"
@@ -47,54 +24,12 @@ fn pprof_top(dir: &Path, file: &str) -> BTreeMap<String, u64> {
         text.contains("Type: samples"),
         "the default sample type is samples:\n{text}"
     );
-    let mut m = BTreeMap::new();
-    for l in text.lines() {
-        // "     100   100%   100%        100   100%  hot"
-        let f: Vec<&str> = l.split_whitespace().collect();
-        if f.len() >= 6 && f[1].ends_with('%') {
-            if let Ok(n) = f[0].parse::<u64>() {
-                m.insert(f[5..].join(" "), n);
-            }
-        }
-    }
-    m
+    capture::pprof_top(dir, file).into_iter().collect()
 }
 
 /// `perf report -n --sort sym`: self sample count per symbol.
 fn perf_report(dir: &Path, file: &str) -> BTreeMap<String, u64> {
-    let out = perf(
-        dir,
-        &[
-            "report",
-            "-i",
-            file,
-            "--stdio",
-            "-n",
-            "--no-children",
-            "--sort",
-            "sym",
-            "-q",
-            "-g",
-            "none",
-        ],
-    );
-    let err = util::stderr(&out);
-    assert!(out.status.success(), "perf report failed: {err}");
-    assert!(
-        !err.to_lowercase().contains("warning"),
-        "perf report warned: {err}"
-    );
-    let mut m = BTreeMap::new();
-    for l in String::from_utf8_lossy(&out.stdout).lines() {
-        // "    40.00%          4000  [.] w1"
-        let f: Vec<&str> = l.split_whitespace().collect();
-        if f.len() >= 4 && f[0].ends_with('%') {
-            if let Ok(n) = f[1].parse::<u64>() {
-                *m.entry(f[3..].join(" ")).or_insert(0) += n;
-            }
-        }
-    }
-    m
+    capture::perf_report_sym(dir, file).into_iter().collect()
 }
 
 #[test]

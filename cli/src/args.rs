@@ -123,6 +123,40 @@ impl WatchArgs {
         })
     }
 
+    /// The session these flags describe — target, events (without `-e`, the default
+    /// one, said on stderr: `doing` is "watching" or "recording"), rate, ring pages,
+    /// `call_graph` — with its program found and its events resolved: a missing program
+    /// is a failure, an event that does not resolve the user's input.
+    pub fn session(
+        &self,
+        call_graph: Option<perfring::unwind::CallGraph>,
+        doing: &str,
+    ) -> Result<perfring::profiler::ProfilerBuilder, Failure> {
+        let mut setup = perfring::profiler::Profiler::builder(self.target()?);
+        if self.events.is_empty() {
+            let (event, why) = perfring::profiler::default_event();
+            if let Some(why) = why {
+                eprintln!("perfring: no -e given and {why}: {doing} {event}");
+            }
+            setup = setup.event(event);
+        }
+        for spec in &self.events {
+            setup = setup.event(spec.clone());
+        }
+        if let Some(rate) = self.rate()? {
+            setup = setup.rate(rate);
+        }
+        if let Some(graph) = call_graph {
+            setup = setup.call_graph(graph);
+        }
+        if let Some(pages) = self.pages {
+            setup = setup.ring_pages(pages);
+        }
+        setup.find_program().map_err(Failure::Runtime)?;
+        setup.resolve_events().map_err(Failure::Input)?;
+        Ok(setup)
+    }
+
     /// `-c N` or `-F HZ`, if given.
     pub fn rate(&self) -> Result<Option<perfring::profiler::Rate>, Failure> {
         use perfring::profiler::Rate;

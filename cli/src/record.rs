@@ -6,7 +6,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use perfring::console::Interrupts;
 use perfring::output::{self, PerfData, Pprof};
-use perfring::profiler::{End, Flow, Profiler, Report};
+use perfring::profiler::{End, Flow, Report};
 
 use crate::args::{OutputFormat, RecordArgs};
 use crate::Failure;
@@ -14,51 +14,22 @@ use crate::Failure;
 /// How often the loop wakes without records, to notice the target's end and Ctrl-C.
 const TICK: Duration = Duration::from_millis(100);
 
-/// The events to open: the ones given, or the default one, saying which and why on
-/// stderr (`doing`: "watching", "recording").
-pub(crate) fn event_specs(given: &[String], doing: &str) -> Vec<String> {
-    if !given.is_empty() {
-        return given.to_vec();
-    }
-    let (event, why) = perfring::profiler::default_event();
-    if let Some(why) = why {
-        eprintln!("perfring: no -e given and {why}: {doing} {event}");
-    }
-    vec![event]
-}
-
 /// Runs `record` to the end; returns the command's exit code, if it is to be ours.
 pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
     let w = &args.sampling;
-    let specs = event_specs(&w.events, "recording");
     let path = args.output.clone().unwrap_or_else(|| {
         PathBuf::from(match args.format {
             OutputFormat::Perf => "perf.data",
             OutputFormat::Pprof => "profile.pb.gz",
         })
     });
-    let mut setup = Profiler::builder(w.target()?);
-    for spec in &specs {
-        setup = setup.event(spec.clone());
-    }
-    if let Some(rate) = w.rate()? {
-        setup = setup.rate(rate);
-    }
-    if let Some(graph) = args.call_graph {
-        setup = setup.call_graph(graph);
-    }
-    if let Some(pages) = w.pages {
-        setup = setup.ring_pages(pages);
-    }
+    let mut setup = w.session(args.call_graph, "recording")?;
     // By default inherited counters write one ring per CPU, as perf record does: a
     // thread's period restarts on each CPU. --exact-periods keeps one period per
     // thread (exact N/P, as watch does); what it cannot deliver is written as LOST.
     setup = setup.exact_periods(args.exact_periods);
     let interrupts = Interrupts::block().map_err(Failure::Runtime)?;
     let started = (Instant::now(), SystemTime::now());
-    // A missing program is a failure; an event that does not resolve, the user's input.
-    setup.find_program().map_err(Failure::Runtime)?;
-    setup.resolve_events().map_err(Failure::Input)?;
     // The file is created now: a bad path fails before the target runs.
     setup = match args.format {
         OutputFormat::Perf => setup.output(PerfData::open(&path).map_err(Failure::Runtime)?),
@@ -68,7 +39,8 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
         OutputFormat::Pprof => setup.output(Pprof::create(&path).map_err(Failure::Runtime)?),
     };
     let mut profiler = setup.start().map_err(Failure::Runtime)?;
-    let spawned = matches!(w.target()?, perfring::sampler::Target::Command(_));
+    let spawned = !w.command.is_empty();
+    let events = profiler.events().to_vec();
     let target_name = profiler
         .program()
         .and_then(Path::file_name)
@@ -111,7 +83,7 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
             ))
         })?;
         // Pyroscope names are `application.profile_type`.
-        let clock = profiler_is_clock(&specs);
+        let clock = events.iter().all(|e| e.counts_cpu_time());
         let app = format!("{target_name}.{}", if clock { "cpu" } else { "samples" });
         output::push_pyroscope(url, &app, &bytes, started.1, SystemTime::now())
             .map_err(Failure::Runtime)?;
@@ -120,21 +92,6 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
     Ok(match end {
         End::TargetExited | End::Interrupted => report.exit.map(|s| s.code()),
         _ => None,
-    })
-}
-
-/// Whether every event is a CPU clock (`cpu-clock`, `task-clock`): its profile is CPU
-/// time.
-fn profiler_is_clock(specs: &[String]) -> bool {
-    specs.iter().all(|s| {
-        perfring::Event::parse(s).is_ok_and(|e| {
-            matches!(
-                e.kind(),
-                perfring::event::Kind::Software(
-                    perfring::event::Software::CpuClock | perfring::event::Software::TaskClock
-                )
-            )
-        })
     })
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use perfring::console::{output_closed, Interrupts};
-use perfring::output::{Output, Recording, SampleRef};
+use perfring::output::{Output, SampleRef};
 use perfring::output::{OverflowLine, Tally};
 use perfring::profiler::{End, Flow, Profiler, Wakeup};
 use perfring::records::RecordKind;
@@ -52,10 +52,6 @@ struct Printer {
 }
 
 impl Output for Printer {
-    fn start(&mut self, _: &Recording<'_>) -> perfring::Result<()> {
-        Ok(())
-    }
-
     fn wants_names(&self) -> bool {
         true
     }
@@ -207,9 +203,7 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
         // Threshold crossings of a group's rate or ratio, not overflows.
         return crate::trigger::run(args);
     }
-    let specs = crate::record::event_specs(&args.events, "watching");
-    let target = args.target()?;
-    let spawned = matches!(target, perfring::sampler::Target::Command(_));
+    let spawned = !args.command.is_empty();
     let shared = Arc::new(Shared::default());
     let printer = Printer {
         json: args.json,
@@ -228,23 +222,12 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
         }),
         shared: shared.clone(),
     };
-    let mut setup = Profiler::builder(target)
+    let mut setup = args
+        .session(args.call_graph, "watching")?
         .wakeup(Wakeup::EverySample)
         // One period per thread however it migrates (exact N/P), as watch always counted.
         .exact_periods(true)
         .output(printer);
-    for spec in &specs {
-        setup = setup.event(spec.clone());
-    }
-    if let Some(rate) = args.rate()? {
-        setup = setup.rate(rate);
-    }
-    if let Some(graph) = args.call_graph {
-        setup = setup.call_graph(graph);
-    }
-    if let Some(pages) = args.pages {
-        setup = setup.ring_pages(pages);
-    }
     if let Some(n) = args.budget {
         setup = setup.budget(n);
     }
@@ -252,9 +235,6 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     // spawned command does not).
     let interrupts = Interrupts::block().map_err(Failure::Runtime)?;
     let started = Instant::now();
-    // A missing program is a failure; an event that does not resolve, the user's input.
-    setup.find_program().map_err(Failure::Runtime)?;
-    setup.resolve_events().map_err(Failure::Input)?;
     let mut profiler = setup.start().map_err(Failure::Runtime)?;
     if let Some(pid) = args.pid {
         let n = profiler.sampler().threads().count();

@@ -43,58 +43,12 @@ fn script(dir: &Path, file: &str, fields: &str) -> Vec<String> {
 
 /// `go tool pprof -top`: flat sample count per function.
 fn pprof_top(dir: &Path, file: &str) -> Vec<(String, u64)> {
-    let out = Command::new("go")
-        .args(["tool", "pprof", "-top", "-nodefraction=0", file])
-        .env("HOME", dir)
-        .env("PPROF_BINARY_PATH", dir.join("none"))
-        .current_dir(dir)
-        .output()
-        .expect("run go tool pprof (install golang-go)");
-    assert!(out.status.success(), "pprof failed: {}", util::stderr(&out));
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() >= 6 && f[1].ends_with('%'))
-                .then(|| Some((f[5..].join(" "), f[0].parse().ok()?)))
-                .flatten()
-        })
-        .collect()
+    capture::pprof_top(dir, file)
 }
 
 /// `perf report -n --sort sym`: (symbol, samples), most first.
 fn perf_top(dir: &Path, file: &str) -> Vec<(String, u64)> {
-    let out = perf(
-        dir,
-        &[
-            "report",
-            "-i",
-            file,
-            "--stdio",
-            "-n",
-            "--no-children",
-            "--sort",
-            "sym",
-            "-q",
-            "-g",
-            "none",
-        ],
-    );
-    let err = util::stderr(&out);
-    assert!(out.status.success(), "perf report failed: {err}");
-    assert!(
-        !err.to_lowercase().contains("warning"),
-        "perf report warned: {err}"
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.len() >= 4 && f[0].ends_with('%'))
-                .then(|| Some((f[3..].join(" "), f[1].parse().ok()?)))
-                .flatten()
-        })
-        .collect()
+    capture::perf_report_sym(dir, file)
 }
 
 #[test]

@@ -206,12 +206,7 @@ fn perf_stacks(dir: &Path, file: &str) -> Vec<Stack> {
 
 /// The stacks `go tool pprof -traces -lines` prints, each as often as its count.
 fn pprof_stacks(dir: &Path, file: &str) -> Vec<Stack> {
-    let out = Command::new("go")
-        .args(["tool", "pprof", "-traces", "-lines", file])
-        .current_dir(dir)
-        .env("HOME", dir)
-        .output()
-        .expect("run go tool pprof (Debian golang-go)");
+    let out = util::capture::pprof(dir, &["-traces", "-lines", file]);
     assert!(out.status.success(), "pprof: {}", util::stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
     let mut stacks = Vec::new();

@@ -18,7 +18,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use perfring::inject::RecordFormat;
-use perfring::output::{Output, PerfData, Recording, SampleRef, Tally};
+use perfring::output::{Output, PerfData, SampleRef, Tally};
 use perfring::pipeline::{tracking_index, Pipeline};
 use perfring::records::encode::{self, Ids, SampleFields};
 use perfring::sampler::EventInfo;
@@ -413,10 +413,6 @@ impl JsonLines {
 }
 
 impl Output for JsonLines {
-    fn start(&mut self, _: &Recording<'_>) -> perfring::Result<()> {
-        Ok(())
-    }
-
     fn wants_names(&self) -> bool {
         true
     }

@@ -74,11 +74,15 @@ pub struct SampleRef<'a> {
 /// once at the end (also after an error, so a file is left readable). An error stops
 /// the recording's writer.
 pub trait Output: Send {
-    /// Before the first record: the events and the target.
+    /// Before the first record: the events and the target. By default nothing is
+    /// done.
     ///
     /// # Errors
     /// Whatever stops this output from being written (an attr its format cannot hold).
-    fn start(&mut self, recording: &Recording<'_>) -> Result<()>;
+    fn start(&mut self, recording: &Recording<'_>) -> Result<()> {
+        let _ = recording;
+        Ok(())
+    }
 
     /// Whether [`SampleRef::frames`] must be filled (symbolization costs time on the
     /// first use of each file).
@@ -149,4 +153,17 @@ impl<O: Output + ?Sized> Output for Box<O> {
     fn finish(&mut self) -> Result<()> {
         (**self).finish()
     }
+}
+
+/// An error unless there is at least one event to describe (`what`: the operation).
+pub(crate) fn require_events(events: &[EventInfo], what: &str) -> Result<()> {
+    if events.is_empty() {
+        return Err(crate::Error::new(
+            crate::ErrorKind::InvalidArgument,
+            what,
+            "no events to describe",
+        )
+        .with_fix("pass the EventInfo of each event recorded"));
+    }
+    Ok(())
 }

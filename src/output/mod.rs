@@ -41,6 +41,7 @@ mod pprof;
 pub(crate) mod proto;
 mod push;
 
+pub(crate) use feed::require_events;
 pub use feed::{Output, Recording, SampleRef};
 pub use line::{FrameLine, OverflowLine, Tally};
 pub use perfdata::PerfData;

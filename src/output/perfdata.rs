@@ -24,7 +24,7 @@ use zerocopy::IntoBytes;
 use super::EventInfo;
 use crate::error::{Error, ErrorKind, Result};
 use crate::records::{encode, Layout};
-use crate::stream::{Chunk, Sink};
+use crate::stream::{whole_records, Chunk, Sink};
 use crate::sys;
 
 /// `PERFILE2`, read as a native-endian u64 (tells readers the byte order).
@@ -296,14 +296,7 @@ impl PerfData {
 
     /// Takes the events (and where the data section starts).
     fn describe(&mut self, events: &[EventInfo], cmdline: &[String]) -> Result<()> {
-        if events.is_empty() {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                "write perf.data",
-                "no events to describe",
-            )
-            .with_fix("pass the EventInfo of each event recorded"));
-        }
+        super::require_events(events, "write perf.data")?;
         self.layouts = events
             .iter()
             .map(|e| {
@@ -847,19 +840,6 @@ fn rechain(sample: &crate::records::Sample<'_>, chain: &[u64], out: &mut Vec<u8>
     let size = u16::try_from(out.len()).ok()?;
     out[6..8].copy_from_slice(&size.to_ne_bytes());
     Some(())
-}
-
-/// The length of the longest prefix of `bytes` made of whole records.
-fn whole_records(bytes: &[u8]) -> usize {
-    let mut off = 0;
-    while off + 8 <= bytes.len() {
-        let size = usize::from(u16::from_ne_bytes([bytes[off + 6], bytes[off + 7]]));
-        if size < 8 || off + size > bytes.len() {
-            break;
-        }
-        off += size;
-    }
-    off
 }
 
 /// A write error naming the file and, for the usual causes, the fix.

@@ -24,7 +24,6 @@ use crate::records::{Record, RecordKind};
 use crate::sampler::EventInfo;
 use crate::space::Mapping;
 use crate::symbolize::Frame;
-use crate::sys;
 
 /// A pprof profile being built: an [`Output`] of a
 /// [`Pipeline`](crate::pipeline::Pipeline), written at [`finish`](Output::finish).
@@ -471,11 +470,7 @@ fn same_file(a: &Path, b: &Path) -> bool {
 
 /// The pprof (type, unit) of an event's period: CPU time for the clock events.
 fn value_type(event: &EventInfo) -> (String, &'static str) {
-    let a = event.attr();
-    let clock = a.type_ == sys::PERF_TYPE_SOFTWARE
-        && (a.config == u64::from(sys::PERF_COUNT_SW_CPU_CLOCK)
-            || a.config == u64::from(sys::PERF_COUNT_SW_TASK_CLOCK));
-    if clock {
+    if event.counts_cpu_time() {
         ("cpu".to_string(), "nanoseconds")
     } else {
         (event.name().to_string(), "count")

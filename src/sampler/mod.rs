@@ -179,6 +179,15 @@ impl EventInfo {
         &self.layout
     }
 
+    /// Whether the event counts CPU time (`cpu-clock`, `task-clock`): its periods are
+    /// nanoseconds.
+    pub fn counts_cpu_time(&self) -> bool {
+        let a = &self.attr;
+        a.type_ == sys::PERF_TYPE_SOFTWARE
+            && (a.config == u64::from(sys::PERF_COUNT_SW_CPU_CLOCK)
+                || a.config == u64::from(sys::PERF_COUNT_SW_TASK_CLOCK))
+    }
+
     /// The kernel ids ([`Counter::id`]) of every counter opened for this event, in the
     /// order they were opened (threads found later append theirs). Samples of inherited
     /// counters carry their root's id in `PERF_SAMPLE_ID`.

@@ -262,3 +262,82 @@ pub fn perf(dir: &Path, args: &[&str]) -> std::process::Output {
         .output()
         .expect("run perf (install linux-perf)")
 }
+
+/// `go tool pprof ARGS` in `dir`, with a private HOME and no symbolization of its own
+/// (the names must come from the profile).
+pub fn pprof(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("go")
+        .args(["tool", "pprof"])
+        .args(args)
+        .env("HOME", dir)
+        .env("PPROF_TMPDIR", dir)
+        .env("PPROF_BINARY_PATH", dir.join("no-binaries"))
+        .env("GOFLAGS", "")
+        .current_dir(dir)
+        .output()
+        .expect("run go tool pprof (install golang-go)")
+}
+
+/// `go tool pprof -top` of every function: (function, flat samples), most first.
+pub fn pprof_top(dir: &Path, file: &str) -> Vec<(String, u64)> {
+    let out = pprof(
+        dir,
+        &[
+            "-top",
+            "-nodecount=1000",
+            "-nodefraction=0",
+            "-edgefraction=0",
+            file,
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "pprof failed: {}",
+        super::stderr(&out)
+    );
+    // "     100   100%   100%        100   100%  hot"
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 6 && f[1].ends_with('%'))
+                .then(|| Some((f[5..].join(" "), f[0].parse().ok()?)))
+                .flatten()
+        })
+        .collect()
+}
+
+/// `perf report -n --sort sym`: (symbol, self samples), most first; fails on any
+/// warning of perf's.
+pub fn perf_report_sym(dir: &Path, file: &str) -> Vec<(String, u64)> {
+    let args = [
+        "report",
+        "-i",
+        file,
+        "--stdio",
+        "-n",
+        "--no-children",
+        "--sort",
+        "sym",
+        "-q",
+        "-g",
+        "none",
+    ];
+    let out = perf(dir, &args);
+    let err = super::stderr(&out);
+    assert!(out.status.success(), "perf report failed: {err}");
+    assert!(
+        !err.to_lowercase().contains("warning"),
+        "perf report warned: {err}"
+    );
+    // "    40.00%          4000  [.] w1"
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() >= 4 && f[0].ends_with('%'))
+                .then(|| Some((f[3..].join(" "), f[1].parse().ok()?)))
+                .flatten()
+        })
+        .collect()
+}
