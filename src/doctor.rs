@@ -54,6 +54,8 @@ pub struct Report {
     pub kernel: String,
     /// `kernel.perf_event_paranoid`, if readable.
     pub paranoid: Option<i64>,
+    /// Who is asking (uid, the capabilities that matter) and what that allows.
+    pub privileges: crate::privilege::Privileges,
     /// `kernel.perf_event_max_sample_rate`: the cap on overflows per second.
     pub max_sample_rate: Option<i64>,
     /// `kernel.perf_cpu_time_max_percent`: CPU share perf interrupts may use.
@@ -131,6 +133,7 @@ pub fn run() -> Report {
     Report {
         kernel: read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_else(|| "unknown".into()),
         paranoid: paranoid_level(),
+        privileges: crate::privilege::Privileges::current(),
         max_sample_rate: read_int("/proc/sys/kernel/perf_event_max_sample_rate"),
         cpu_time_max_percent: read_int("/proc/sys/kernel/perf_cpu_time_max_percent"),
         mlock_kb: read_int("/proc/sys/kernel/perf_event_mlock_kb"),

@@ -26,6 +26,7 @@ pub mod notify;
 pub mod output;
 #[cfg(feature = "profile")]
 pub mod pipeline;
+pub mod privilege;
 pub mod proc;
 pub mod process;
 #[cfg(feature = "profile")]

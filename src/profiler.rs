@@ -432,11 +432,19 @@ impl ProfilerBuilder {
             Wakeup::HalfRing => 256,
             Wakeup::EverySample => 64,
         });
+        let cpu_wide = matches!(resolved.target, Target::Cpus(_));
         let mut setup = Sampler::builder(resolved.target)
             .ring_size(RingSize::Pages(pages))
             .exact_periods(self.exact_periods);
+        // What the user may count, decided once, as perf decides it.
+        let privileges = crate::privilege::Privileges::current();
+        let mut user_only = Vec::new();
         for event in resolved.events {
-            let b = self.policy.builder(event, n);
+            let fitted = privileges.fit(self.policy.builder(event, n), cpu_wide)?;
+            if fitted.user_only {
+                user_only.push(fitted.builder.event().name().to_string());
+            }
+            let b = fitted.builder;
             let b = match self.policy.wakeup {
                 Wakeup::HalfRing => {
                     b.wakeup_watermark((pages * crate::ring::page_size() / 2) as u32)
@@ -473,6 +481,7 @@ impl ProfilerBuilder {
             stopped: false,
             exact_periods: self.exact_periods,
             wakeup: self.policy.wakeup,
+            user_only,
         })
     }
 }
@@ -521,6 +530,7 @@ pub struct Profiler {
     stopped: bool,
     exact_periods: bool,
     wakeup: Wakeup,
+    user_only: Vec<String>,
 }
 
 impl Profiler {
@@ -616,6 +626,13 @@ impl Profiler {
     /// The events, as opened.
     pub fn events(&self) -> &[EventInfo] {
         &self.events
+    }
+
+    /// The events that count user space only because this user may not profile the
+    /// kernel and did not ask to ([`Privileges::fit`](crate::privilege::Privileges::fit)):
+    /// worth saying once.
+    pub fn user_only(&self) -> &[String] {
+        &self.user_only
     }
 
     /// The sampler underneath (accounting, threads, budgets).

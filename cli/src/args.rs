@@ -173,6 +173,20 @@ impl WatchArgs {
     }
 }
 
+/// Says once, on stderr, which events count user space only because this user may not
+/// profile the kernel (as `perf` does; `:u` says it explicitly and silences this).
+pub fn say_user_only(events: &[String]) {
+    if events.is_empty() {
+        return;
+    }
+    let level = perfring::counter::diagnose::paranoid_level().unwrap_or(2);
+    eprintln!(
+        "perfring: {}: user space only (perf_event_paranoid is {level}; the kernel needs 1 \
+         or CAP_PERFMON)",
+        events.join(", ")
+    );
+}
+
 /// `perfring watch --when`'s flags.
 #[derive(Debug, Default, Clone)]
 pub struct WhenArgs {

@@ -32,10 +32,11 @@ pub fn table(r: &Report) -> String {
     fact(
         "perf_event_paranoid",
         match r.paranoid {
-            Some(l) => format!("{l} ({})", paranoid_meaning(l)),
+            Some(l) => format!("{l} (without CAP_PERFMON: {})", paranoid_meaning(l)),
             None => "unknown".into(),
         },
     );
+    fact("you are", r.privileges.describe());
     fact(
         "perf_event_max_sample_rate",
         format!("{} /s", opt_int(r.max_sample_rate)),
@@ -79,6 +80,22 @@ pub fn json(r: &Report) -> Json {
     json::object([
         ("kernel", json::str(r.kernel.clone())),
         ("paranoid", int(r.paranoid)),
+        (
+            "privileges",
+            json::object([
+                ("uid", Json::from(r.privileges.uid)),
+                ("euid", Json::from(r.privileges.euid)),
+                ("perfmon", Json::Bool(r.privileges.perfmon)),
+                ("ipc_lock", Json::Bool(r.privileges.ipc_lock)),
+                ("ptrace", Json::Bool(r.privileges.ptrace)),
+                (
+                    "may_profile_kernel",
+                    Json::Bool(r.privileges.may_profile_kernel()),
+                ),
+                ("may_watch_cpus", Json::Bool(r.privileges.may_watch_cpus())),
+                ("allows", json::str(r.privileges.describe())),
+            ]),
+        ),
         ("max_sample_rate", int(r.max_sample_rate)),
         ("cpu_time_max_percent", int(r.cpu_time_max_percent)),
         (

@@ -14,16 +14,13 @@ use crate::Failure;
 /// Runs the command; returns its exit status (128 + N if killed by signal N).
 pub fn run(args: &InjectArgs) -> Result<i32, Failure> {
     let lib = find_library().map_err(Failure::Runtime)?;
+    refuse_static(&args.command[0])?;
     let config = &args.config;
     if config.actions.contains(&Action::Record) {
         // A fresh file per run: the injector appends JSON lines (exec'd programs share
         // the file) and makes a perf.data anew.
-        std::fs::File::create(&config.output).map_err(|e| {
-            Failure::Runtime(
-                Error::from_errno(format!("create {}", config.output.display()), e)
-                    .with_fix("give a writable file with -o"),
-            )
-        })?;
+        // Mode 0600, never through a symbolic link: it will hold the program's samples.
+        perfring::output::create_private(&config.output).map_err(Failure::Runtime)?;
     }
     let mut preload = OsString::from(&lib);
     if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
@@ -48,6 +45,34 @@ pub fn run(args: &InjectArgs) -> Result<i32, Failure> {
     Ok(status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// A program without an interpreter (`PT_INTERP`: statically linked C, most Go
+/// programs) never runs the dynamic loader, so `LD_PRELOAD` cannot bring the injector
+/// in: refused before it runs, with the commands that need nothing inside it. A script
+/// (not ELF) starts a dynamic interpreter and is let through.
+fn refuse_static(program: &std::ffi::OsStr) -> Result<(), Failure> {
+    let Some(path) = perfring::launch::find_program(program) else {
+        return Ok(()); // the run itself says it is not found
+    };
+    let Ok(elf) = perfring::elf::ElfFile::open(&path) else {
+        return Ok(());
+    };
+    if elf.has_interpreter() {
+        return Ok(());
+    }
+    Err(Failure::Runtime(
+        Error::new(
+            perfring::ErrorKind::Unsupported,
+            format!("inject into {}", path.display()),
+            "it is statically linked (no PT_INTERP): the dynamic loader never runs, so \
+             LD_PRELOAD cannot load the injector into it",
+        )
+        .with_fix(
+            "use perfring watch or perfring record, which need nothing inside the \
+             program; or link it dynamically",
+        ),
+    ))
 }
 
 /// Says on stderr what the program's processes wrote besides `FILE`: the `FILE.PID`

@@ -39,6 +39,7 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
         OutputFormat::Pprof => setup.output(Pprof::create(&path).map_err(Failure::Runtime)?),
     };
     let mut profiler = setup.start().map_err(Failure::Runtime)?;
+    crate::args::say_user_only(profiler.user_only());
     let spawned = !w.command.is_empty();
     let events = profiler.events().to_vec();
     let target_name = profiler

@@ -59,12 +59,31 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> Result<Done, Failure> {
             }
         }
         Command::Explain { event, json } => {
-            let builder = event.builder()?;
-            let fields = perfring::counter::explain::fields(&builder);
+            // The attr as it would be opened by this user: user space only where the
+            // kernel may not be profiled, as watch, record and stat open it.
+            let cpu_wide = event.cpu.is_some() && event.pid.is_none() && event.tid.is_none();
+            let fitted = perfring::privilege::Privileges::current()
+                .fit(event.builder()?, cpu_wide)
+                .map_err(Failure::Input)?;
+            let fields = perfring::counter::explain::fields(&fitted.builder);
+            let note = fitted.user_only.then(|| {
+                format!(
+                    "user space only: perf_event_paranoid is {} and the kernel needs 1 or CAP_PERFMON",
+                    perfring::counter::diagnose::paranoid_level().unwrap_or(2)
+                )
+            });
             if json {
-                (explain::json(&fields).to_string() + "\n").into()
+                let mut v = explain::json(&fields);
+                if let (Some(note), Some(obj)) = (&note, v.as_object_mut()) {
+                    obj.insert("note".into(), note.clone().into());
+                }
+                (v.to_string() + "\n").into()
             } else {
-                explain::text(&fields).into()
+                let mut text = explain::text(&fields);
+                if let Some(note) = note {
+                    text += &format!("note: {note}\n");
+                }
+                text.into()
             }
         }
         Command::Watch(args) => Done {

@@ -46,9 +46,20 @@ fn start(target: Target, events: Vec<Event>) -> Result<Sampler, Failure> {
         .exact_periods(true)
         .ring_size(RingSize::Pages(1))
         .tracking_ring_size(RingSize::Pages(1));
+    // What the user may count, as perf decides it: user space only where the kernel
+    // may not be profiled (said once).
+    let privileges = perfring::privilege::Privileges::current();
+    let mut user_only = Vec::new();
     for event in events {
-        setup = setup.event(Counter::builder_for(event));
+        let fitted = privileges
+            .fit(Counter::builder_for(event), false)
+            .map_err(Failure::Runtime)?;
+        if fitted.user_only {
+            user_only.push(fitted.builder.event().name().to_string());
+        }
+        setup = setup.event(fitted.builder);
     }
+    crate::args::say_user_only(&user_only);
     setup.start().map_err(Failure::Runtime)
 }
 

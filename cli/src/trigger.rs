@@ -217,6 +217,7 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     // Opening fails before the command runs (an event this machine lacks: the
     // doctor's message); the sampler then kills and reaps it.
     let mut armed = trigger.open(target, options).map_err(Failure::Runtime)?;
+    crate::args::say_user_only(&trigger.user_only().map_err(Failure::Runtime)?);
     let mut rep = Reporter {
         args,
         expr: &expr,

@@ -77,9 +77,14 @@ pub(crate) fn start(st: &State, output: &Path, format: RecordFormat) -> Result<(
     };
     match format {
         RecordFormat::Json => {
+            // Appended to (an exec'd or forked image shares it); created 0600 and never
+            // through a symbolic link, as every file that holds samples.
+            use std::os::unix::fs::OpenOptionsExt;
             let file = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
                 .open(output)
                 .map_err(|e| cannot_open(output, e))?;
             out.begin(Box::new(JsonLines::new(file)), false)?;
@@ -94,9 +99,11 @@ pub(crate) fn start(st: &State, output: &Path, format: RecordFormat) -> Result<(
                     out.begin(Box::new(data), false)?;
                 }
                 Some(pid) if pid == st.pid => {
+                    use std::os::unix::fs::OpenOptionsExt;
                     let file = std::fs::OpenOptions::new()
                         .read(true)
                         .write(true)
+                        .custom_flags(libc::O_NOFOLLOW)
                         .open(output)
                         .map_err(|e| cannot_open(output, e))?;
                     let data = PerfData::resume_output(file, output)

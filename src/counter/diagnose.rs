@@ -3,6 +3,7 @@
 
 use std::io;
 
+use crate::privilege::has_capability;
 use crate::sys;
 use crate::{Error, ErrorKind};
 
@@ -16,13 +17,15 @@ pub fn paranoid_level() -> Option<i64> {
     read_proc_int("/proc/sys/kernel/perf_event_paranoid")
 }
 
-/// What a paranoid level allows an unprivileged user, in one phrase.
+/// What a paranoid level allows an unprivileged user (one without `CAP_PERFMON`), in
+/// one phrase; what the calling user may do is
+/// [`Privileges::describe`](crate::privilege::Privileges::describe).
 pub fn paranoid_meaning(level: i64) -> &'static str {
     match level {
         i64::MIN..=-1 => "everything is allowed",
         0 => "no raw tracepoint access; CPU-wide and kernel profiling allowed",
         1 => "kernel and user profiling of your own processes; no CPU-wide events",
-        2 => "user-space profiling of your own processes only (exclude the kernel with :u)",
+        2 => "user-space profiling of your own processes only (the kernel excluded)",
         _ => "no perf events at all without CAP_PERFMON (Debian's level 3/4)",
     }
 }
@@ -44,19 +47,6 @@ fn limit_text(v: u64) -> String {
     } else {
         v.to_string()
     }
-}
-
-/// Whether the calling thread has an effective capability (38 = CAP_PERFMON);
-/// capabilities are per thread, so not /proc/self.
-fn has_capability(cap: u32) -> bool {
-    let Ok(status) = std::fs::read_to_string("/proc/thread-self/status") else {
-        return false;
-    };
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("CapEff:"))
-        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
-        .is_some_and(|mask| mask >> cap & 1 == 1)
 }
 
 /// What perfring was opening, for the error text.

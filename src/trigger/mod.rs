@@ -287,12 +287,42 @@ impl Trigger {
     /// samples `READ | TID | TIME`, a wake-up per sample, and reports `FORK`/`EXIT`
     /// (`task`); members do not sample. All read `GROUP | ID` and the times (so each
     /// sample carries every member's count and id) and are on `CLOCK_MONOTONIC`
-    /// (samples are stamped with it). Open them with [`SamplerBuilder::group`] (what
-    /// [`open`](Self::open) does) or [`Group::new`].
+    /// (samples are stamped with it). Each is adapted to what this user may count
+    /// (the kernel excluded where it may not be profiled, as perf does). Open them with
+    /// [`SamplerBuilder::group`] (what [`open`](Self::open) does) or [`Group::new`].
     ///
     /// # Errors
-    /// As [`plan`](Self::plan).
+    /// As [`plan`](Self::plan); [`ErrorKind::PermissionDenied`] for an event the user
+    /// asked to count in the kernel and may not.
     pub fn builders(&self) -> Result<Vec<Builder>> {
+        Ok(self.fitted()?.into_iter().map(|f| f.builder).collect())
+    }
+
+    /// The names of the group's events that count user space only because this user
+    /// may not profile the kernel and did not ask to
+    /// ([`Privileges::fit`](crate::privilege::Privileges::fit)).
+    ///
+    /// # Errors
+    /// As [`builders`](Self::builders).
+    pub fn user_only(&self) -> Result<Vec<String>> {
+        Ok(self
+            .fitted()?
+            .into_iter()
+            .filter(|f| f.user_only)
+            .map(|f| f.builder.event().name().to_string())
+            .collect())
+    }
+
+    /// The group's builders, adapted to what this user may count.
+    fn fitted(&self) -> Result<Vec<crate::privilege::Fitted>> {
+        let privileges = crate::privilege::Privileges::current();
+        self.unfitted()?
+            .into_iter()
+            .map(|b| privileges.fit(b, false))
+            .collect()
+    }
+
+    fn unfitted(&self) -> Result<Vec<Builder>> {
         let spec = self.plan()?;
         let format = ReadFormat::GROUP
             | ReadFormat::ID

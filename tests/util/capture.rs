@@ -310,8 +310,10 @@ pub fn pprof_top(dir: &Path, file: &str) -> Vec<(String, u64)> {
 /// `perf report -n --sort sym`: (symbol, self samples), most first; fails on any
 /// warning of perf's.
 pub fn perf_report_sym(dir: &Path, file: &str) -> Vec<(String, u64)> {
+    // -f: a file written by another user (the unprivileged tests') is read too.
     let args = [
         "report",
+        "-f",
         "-i",
         file,
         "--stdio",
@@ -325,7 +327,12 @@ pub fn perf_report_sym(dir: &Path, file: &str) -> Vec<(String, u64)> {
     ];
     let out = perf(dir, &args);
     let err = super::stderr(&out);
-    assert!(out.status.success(), "perf report failed: {err}");
+    assert!(
+        out.status.success(),
+        "perf report failed ({}): {err}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert!(
         !err.to_lowercase().contains("warning"),
         "perf report warned: {err}"
