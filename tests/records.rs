@@ -3,8 +3,8 @@
 
 use perfring::records::encode::{self, Ids, ReadData, SampleFields};
 use perfring::records::{
-    Comm, DecodeErrorKind, Layout, Mmap2, Mmap2File, ReadValue, Record, RecordKind, Task, Throttle,
-    BRANCH_COUNTERS, FORMAT_LOST,
+    Comm, DecodeErrorKind, Layout, Mmap2, Mmap2File, ReadValue, Record, RecordKind, SampleIdAll,
+    Task, Throttle, BRANCH_COUNTERS, FORMAT_LOST,
 };
 use perfring::sys;
 use proptest::prelude::*;
@@ -73,7 +73,7 @@ fn sample_every_fixed_field_and_group_read() {
         0,
         0,
         0,
-        false,
+        SampleIdAll::No,
     )
     .unwrap();
     let misc = (sys::PERF_RECORD_MISC_USER | sys::PERF_RECORD_MISC_EXACT_IP) as u16;
@@ -146,7 +146,7 @@ fn sample_variable_fields_in_man_page_order() {
         0b1010, // two user registers: 1 and 3
         0b1,    // one interrupt register
         u64::from(sys::PERF_SAMPLE_BRANCH_HW_INDEX) | BRANCH_COUNTERS,
-        false,
+        SampleIdAll::No,
     )
     .unwrap();
     let mut raw = [0u8; 12];
@@ -230,7 +230,7 @@ fn trailer_layout() -> Layout {
         0,
         0,
         0,
-        true,
+        SampleIdAll::Yes,
     )
     .unwrap()
 }
@@ -408,7 +408,7 @@ fn errors_name_field_offset_and_sizes() {
     assert!(e.to_string().contains("offset 48"), "{e}");
 
     assert_eq!(
-        Layout::from_raw(1 << 40, 0, 0, 0, 0, false)
+        Layout::from_raw(1 << 40, 0, 0, 0, 0, SampleIdAll::No)
             .unwrap_err()
             .kind(),
         DecodeErrorKind::UnknownFormat
@@ -431,7 +431,7 @@ fn header_sizes_below_8_or_not_multiples_of_8_are_refused() {
         assert_eq!((e.kind(), e.field()), (want, "header.size"), "size {size}");
     }
     // The smallest valid size: a bare header (SWITCH without a trailer).
-    let bare = Layout::from_raw(0, 0, 0, 0, 0, false).unwrap();
+    let bare = Layout::from_raw(0, 0, 0, 0, 0, SampleIdAll::No).unwrap();
     let switch = words(sys::PERF_RECORD_SWITCH, 0, &[]);
     assert_eq!(Record::parse(&switch, &bare).unwrap().size(), 8);
 }
@@ -535,7 +535,15 @@ fn arb_layout() -> impl Strategy<Value = Layout> {
     )
         .prop_map(|(st, rf, ru, ri, bst, all)| {
             // Keep register blocks small: at most 8 registers each.
-            Layout::from_raw(st, rf, ru & 0x8421_0842_1084_2108, ri & 0xff, bst, all).unwrap()
+            Layout::from_raw(
+                st,
+                rf,
+                ru & 0x8421_0842_1084_2108,
+                ri & 0xff,
+                bst,
+                SampleIdAll::from(all),
+            )
+            .unwrap()
         })
 }
 
@@ -786,7 +794,7 @@ fn fuzz_seeds_decode() {
             le64(5),
             le64(13),
             branch,
-            data[22] & 1 == 1,
+            SampleIdAll::from(data[22] & 1 == 1),
         )
         .unwrap();
         let records: Vec<_> = Record::iter(&data[24..], &layout)

@@ -6,7 +6,7 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use perfring::records::encode::{self, SampleFields};
-use perfring::records::{Layout, Record, RecordKind, Sample};
+use perfring::records::{Layout, Record, RecordKind, Sample, SampleIdAll};
 use perfring::sys;
 
 #[derive(Arbitrary, Debug)]
@@ -95,7 +95,7 @@ fuzz_target!(|inp: Input| {
         inp.regs_user,
         inp.regs_intr,
         branch,
-        inp.sample_id_all,
+        SampleIdAll::from(inp.sample_id_all),
     ) else {
         return;
     };

@@ -12,11 +12,11 @@
 //!
 //! # Examples
 //! ```
-//! use perfring::records::{encode, Layout, Record, RecordKind};
+//! use perfring::records::{encode, Layout, Record, RecordKind, SampleIdAll};
 //! use perfring::sys;
 //!
 //! let st = sys::PERF_SAMPLE_IP | sys::PERF_SAMPLE_TID | sys::PERF_SAMPLE_CALLCHAIN;
-//! let layout = Layout::from_raw(st.into(), 0, 0, 0, 0, true)?;
+//! let layout = Layout::from_raw(st.into(), 0, 0, 0, 0, SampleIdAll::Yes)?;
 //!
 //! // What the kernel would write (here, from the test encoder).
 //! let mut ring = Vec::new();
@@ -49,7 +49,7 @@ mod sample;
 mod view;
 
 pub use error::{DecodeError, DecodeErrorKind};
-pub use layout::{Layout, BRANCH_COUNTERS, FORMAT_LOST};
+pub use layout::{Layout, SampleIdAll, BRANCH_COUNTERS, FORMAT_LOST};
 pub use other::{
     Aux, AuxOutputHwId, BpfEvent, Cgroup, Comm, ItraceStart, Ksymbol, Lost, LostSamples, Mmap,
     Mmap2, Mmap2File, Namespaces, Read, SwitchCpuWide, Task, TextPoke, Throttle,
@@ -140,9 +140,9 @@ impl<'a> Record<'a> {
     ///
     /// # Examples
     /// ```
-    /// use perfring::records::{encode, Layout, Record, RecordKind};
+    /// use perfring::records::{encode, Layout, Record, RecordKind, SampleIdAll};
     /// use perfring::sys;
-    /// let layout = Layout::from_raw(sys::PERF_SAMPLE_TIME.into(), 0, 0, 0, 0, true)?;
+    /// let layout = Layout::from_raw(sys::PERF_SAMPLE_TIME.into(), 0, 0, 0, 0, SampleIdAll::Yes)?;
     /// let mut bytes = Vec::new();
     /// let ids = encode::Ids { time: 99, ..Default::default() };
     /// encode::lost(&mut bytes, &layout, 0, 3, 12, &ids); // id 3, 12 lost
@@ -309,10 +309,10 @@ impl<'a> Record<'a> {
     ///
     /// # Examples
     /// ```
-    /// use perfring::records::{encode, Layout, Record};
+    /// use perfring::records::{encode, Layout, Record, SampleIdAll};
     /// use perfring::sys;
     ///
-    /// let layout = Layout::from_raw(sys::PERF_SAMPLE_IP.into(), 0, 0, 0, 0, false)?;
+    /// let layout = Layout::from_raw(sys::PERF_SAMPLE_IP.into(), 0, 0, 0, 0, SampleIdAll::No)?;
     /// // A long stream, as a perf.data file's data section would hold.
     /// let mut data = Vec::new();
     /// for ip in 0..100_000u64 {
