@@ -137,6 +137,10 @@ pub struct Layout {
     pub(crate) fixed_end: u16,
     /// `sample_type & VARIABLE_PART`, plus READ for a group read.
     pub(crate) variable: u64,
+    /// Word index of the callchain's `nr` when the callchain is a sample's only
+    /// variable field (the common layout), else [`ABSENT`]: `Sample::parse` then
+    /// finds the callchain, and proves every fixed field in bounds, with one test.
+    pub(crate) chain_nr: Word,
     /// Word indices of the trailer's fields from the start of the trailer.
     pub(crate) trailer: IdOffsets,
     pub(crate) trailer_size: u16,
@@ -277,6 +281,11 @@ impl Layout {
             },
             fixed_end,
             variable,
+            chain_nr: if variable == u64::from(sys::PERF_SAMPLE_CALLCHAIN) {
+                fixed_end / 8
+            } else {
+                ABSENT
+            },
             trailer,
             trailer_size,
         })
