@@ -516,6 +516,65 @@ fn unaligned_copy_decodes_the_same() {
     assert_eq!(chain.as_slice(), None);
 }
 
+/// An array's iterator hands out the same elements by `next`, by `fold` (which reads
+/// 8-byte elements as whole words) and by `get`, aligned or not, also after part of it
+/// was taken by `next`; `size_hint` counts what is left.
+#[test]
+fn array_iterators_agree() {
+    use perfring::records::{Array, U64s};
+    let values: Vec<u64> = (1..=13u64).map(|i| i * 0x0101_0101_0101).collect();
+    let mut bytes = vec![0u8];
+    for v in &values {
+        bytes.extend_from_slice(&v.to_ne_bytes());
+    }
+    for shift in [0, 1] {
+        let raw = if shift == 0 {
+            &bytes[1..]
+        } else {
+            &bytes[..bytes.len() - 1]
+        };
+        let words = U64s::from_bytes(raw).unwrap();
+        let want: Vec<u64> = if shift == 0 {
+            values.clone()
+        } else {
+            raw.chunks_exact(8)
+                .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+                .collect()
+        };
+        for taken in [0, 1, 5, 13] {
+            let mut it = words.iter();
+            let mut by_next = Vec::new();
+            for _ in 0..taken {
+                by_next.push(it.next().unwrap());
+            }
+            assert_eq!(it.size_hint(), (13 - taken, Some(13 - taken)));
+            let by_fold = it.fold(by_next.clone(), |mut v, x| {
+                v.push(x);
+                v
+            });
+            assert_eq!(by_fold, want, "shift {shift}, {taken} taken by next");
+        }
+        let by_get: Vec<u64> = (0..words.len()).map(|i| words.get(i).unwrap()).collect();
+        assert_eq!(by_get, want);
+        assert_eq!(words.get(13), None);
+        assert_eq!(words.iter().count(), 13);
+    }
+    // 24-byte elements (branch entries) go through the generic loop.
+    let entries: Vec<u8> = (0..72u8).collect();
+    let branches: Array<'_, sys::perf_branch_entry> = Array::from_bytes(&entries).unwrap();
+    let from: Vec<u64> = branches.iter().fold(Vec::new(), |mut v, b| {
+        v.push(b.from);
+        v
+    });
+    let by_next: Vec<u64> = branches.iter().map(|b| b.from).collect();
+    assert_eq!(from, by_next);
+    assert_eq!(from.len(), 3);
+    assert_eq!(
+        from[1],
+        u64::from_ne_bytes([24, 25, 26, 27, 28, 29, 30, 31])
+    );
+}
+
 // ---- Round trips through the encoder --------------------------------------------
 
 /// Known sample_type bits, weighted towards the common ones.
