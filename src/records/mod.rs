@@ -169,6 +169,16 @@ impl<'a> Record<'a> {
         let Ok((h, _)) = sys::perf_event_header::read_from_prefix(bytes) else {
             return Err(Self::bad_header(bytes, 0));
         };
+        Self::parse_header(bytes, h, layout)
+    }
+
+    /// `parse_front` with the header already read from the start of `bytes`.
+    #[inline(always)]
+    fn parse_header(
+        bytes: &'a [u8],
+        h: sys::perf_event_header,
+        layout: &'a Layout,
+    ) -> Result<(Self, &'a [u8]), DecodeError> {
         let size = usize::from(h.size);
         // `size >= 8 && size % 8 == 0` as one test: `size - 8` wraps to a huge value
         // below 8, and keeps the low bits otherwise (the mask is an imm32 on x86-64).
@@ -444,9 +454,11 @@ impl<'a, const HINTS: bool> Iterator for Records<'a, HINTS> {
     // Always inlined, like `Record::parse`.
     #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
-        if self.rest.is_empty() {
-            return None;
-        }
+        // One length test per record: a whole header, or the end of the stream (or a
+        // truncated header, the error of the cold path).
+        let Ok((h, _)) = sys::perf_event_header::read_from_prefix(self.rest) else {
+            return self.end();
+        };
         // One length test for the three hints (each `prefetch_read`'s own check then
         // folds away); none within their reach of the end.
         if HINTS && self.rest.len() > PREFETCH_AHEAD + 128 {
@@ -454,7 +466,7 @@ impl<'a, const HINTS: bool> Iterator for Records<'a, HINTS> {
             sys::prefetch_read(self.rest, PREFETCH_AHEAD + 64);
             sys::prefetch_read(self.rest, PREFETCH_AHEAD + 128);
         }
-        match Record::parse_front(self.rest, self.layout) {
+        match Record::parse_header(self.rest, h, self.layout) {
             Ok((r, rest)) => {
                 self.rest = rest;
                 Some(Ok(r))
@@ -464,6 +476,20 @@ impl<'a, const HINTS: bool> Iterator for Records<'a, HINTS> {
                 Some(Err(e))
             }
         }
+    }
+}
+
+impl<'a, const HINTS: bool> Records<'a, HINTS> {
+    /// Fewer bytes than a header are left: the end of the stream, or (if any) a
+    /// truncated header, which is an error.
+    #[cold]
+    fn end(&mut self) -> Option<Result<Record<'a>, DecodeError>> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let e = Record::bad_header(self.rest, 0);
+        self.rest = &[];
+        Some(Err(e))
     }
 }
 
