@@ -29,9 +29,10 @@
 //! of a run the bench prints a table of each decoder's time as a ratio to perfring's,
 //! all from that run, and the goals of issue 25. Two profiles to compare:
 //!
-//! - fair LTO (`lto = "thin"`, `codegen-units = 1`), where every crate's code can be
-//!   inlined into the loop that calls it:
-//!   `nice cargo bench --bench decode --profile fair-lto -- --warm-up-time 1 --measurement-time 3`
+//! - the workspace's release profile, which `cargo bench` inherits: fair LTO
+//!   (`lto = "thin"`, `codegen-units = 1`), where every crate's code can be inlined
+//!   into the loop that calls it:
+//!   `nice cargo bench --bench decode -- --warm-up-time 1 --measurement-time 3`
 //! - cargo's default release settings (no cross-crate LTO, 16 codegen units), where
 //!   every call into another crate that is not `#[inline]` stays a call:
 //!   `nice cargo bench --bench decode --profile stock-release -- --warm-up-time 1 --measurement-time 3`
