@@ -312,10 +312,10 @@ impl<'a> Record<'a> {
     /// as it goes it hints the bytes 8 KiB ahead into the cache, so that each new page
     /// is on its way from memory before the walk reaches it.
     ///
-    /// Measured with the decode bench (`DECODE_BENCH_MIN=300`, builds with and without
-    /// hints run in turn): on its 64 MiB stream the hints took perfring from 0.60-0.77
-    /// of a `u64` scan's bandwidth to 0.76-0.86; on its 512 KiB window, which is in the
-    /// cache, they cost 5-10%, which is why [`iter`](Self::iter) gives none.
+    /// Measured with the decode bench (thin-LTO build, `DECODE_BENCH_MIN=1000`, `iter`
+    /// and `iter_large` in turn): on its 64 MiB stream the hints take perfring from
+    /// 5.96-5.99 ms to 5.64-5.65 ms; on its 512 KiB window, which is in the cache,
+    /// they cost about 5%, which is why [`iter`](Self::iter) gives none.
     ///
     /// # Examples
     /// ```
