@@ -1,39 +1,45 @@
 //! Decode throughput with every field read, as a profiler reads: perfring against
-//! linux-perf-event-reader 0.10, perf-event-data 0.1, a minimal hand-written
-//! offset-table decoder, a loop that only walks record headers, and a `u64` scan of
-//! the same bytes (the memory-bandwidth ceiling).
+//! the strongest hand-written decoder (`unchecked`), a per-field-checked offset table,
+//! linux-perf-event-reader 0.10 (lper), perf-event-data 0.1 (ped), a loop that only
+//! walks record headers, and a `u64` scan of the same bytes (the memory-bandwidth
+//! ceiling).
 //!
 //! The stream is synthetic, written with `perfring::records::encode`: 97% samples with
 //! IP|TID|TIME|CPU|PERIOD|CALLCHAIN (depth 4..=32 from a fixed-seed xorshift), the rest
-//! MMAP2, COMM, LOST, THROTTLE and UNTHROTTLE, in both `sample_id_all` modes (with it,
-//! non-sample records end with a pid/tid, time, cpu trailer). Two sizes: a 512 KiB
-//! window (a typical ring) and a 64 MiB stream.
+//! MMAP2, COMM (half of them with the exec bit), LOST, THROTTLE and UNTHROTTLE, in both
+//! `sample_id_all` modes (with it, non-sample records end with a pid/tid, time, cpu
+//! trailer). Two sizes: a 512 KiB window (a typical ring) and a 64 MiB stream. The
+//! buffer is a `Vec<u64>`, so every decoder reads 8-aligned records, as from the ring.
 //!
 //! Every decoder reads the same fields: each sample's ip, pid, tid, time, cpu, period
 //! and every callchain entry; every MMAP2 field (pid, tid, addr, len, pgoff, maj, min,
-//! ino, ino_generation, prot, flags, each file-name byte), COMM's pid, tid and each
-//! name byte, LOST's id and count, THROTTLE/UNTHROTTLE's time, id and stream_id, and
-//! the `sample_id` trailer (pid, tid, time, cpu) of every non-sample record. They fold
-//! them into a [`Fold`] (a multiply-add per field, distinct per field, so a field read
-//! from the wrong place or skipped changes the checksum), and before timing each
-//! decoder's fold must equal the one the generator computed from the values it wrote.
-//! linux-perf-event-reader does not expose THROTTLE's `stream_id`; its decoder reads
-//! that word from the record's body itself.
+//! ino, ino_generation, prot, flags, each file-name byte), COMM's pid, tid, exec bit and
+//! each name byte, LOST's id and count, THROTTLE/UNTHROTTLE's time, id and stream_id,
+//! and the `sample_id` trailer (pid, tid, time, cpu) of every non-sample record; and
+//! each counts the records of each type. They fold them into a [`Fold`] (a
+//! multiply-add per field, distinct per field, so a field read from the wrong place or
+//! skipped changes the checksum), and before timing each decoder's fold must equal the
+//! one the generator computed from the values it wrote.
 //!
 //! perfring decodes the 512 KiB window with `Record::iter` and the 64 MiB stream with
 //! `Record::iter_large`, which hints the bytes ahead into the cache, as their docs
-//! say to.
+//! say to. The other decoders have no such hints.
 //!
-//! The bench prints each decoder's time as a ratio to perfring's at the end of a run
-//! (all from the same run), and the goals of issue 12. For the two goals that compare
-//! with the other crates it also prints their ratio to the `u64` scan: the most
-//! `X/perfring` can be, since no decoder that reads every byte is faster than the
-//! scan of those bytes.
+//! Every decoder is compiled under the one profile the bench is built with. At the end
+//! of a run the bench prints a table of each decoder's time as a ratio to perfring's,
+//! all from that run, and the goals of issue 25. Two profiles to compare:
 //!
-//! Run: `nice cargo bench --bench decode -- --warm-up-time 1 --measurement-time 3`
-//! (`DECODE_BENCH_WINDOW_ONLY=1` skips the 64 MiB stream, for quick iterations;
+//! - the workspace's release profile, which `cargo bench` inherits: fair LTO
+//!   (`lto = "thin"`, `codegen-units = 1`), where every crate's code can be inlined
+//!   into the loop that calls it:
+//!   `nice cargo bench --bench decode -- --warm-up-time 1 --measurement-time 3`
+//! - cargo's default release settings (no cross-crate LTO, 16 codegen units), where
+//!   every call into another crate that is not `#[inline]` stays a call:
+//!   `nice cargo bench --bench decode --profile stock-release -- --warm-up-time 1 --measurement-time 3`
+//!
+//! `DECODE_BENCH_WINDOW_ONLY=1` skips the 64 MiB stream, for quick iterations;
 //! `DECODE_BENCH_MIN=N` replaces criterion with the fastest of `N` interleaved runs of
-//! the fast decoders, steadier on a loaded machine.)
+//! every decoder, steadier on a loaded machine.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -44,6 +50,18 @@ use perfring::records::{
     DecodeError, Layout, Mmap2, Mmap2File, Record, RecordKind, Sample, SampleId, Throttle,
 };
 use perfring::sys;
+use zerocopy::IntoBytes;
+
+#[path = "decode/lper.rs"]
+mod lper;
+#[path = "decode/ped.rs"]
+mod ped;
+#[path = "decode/report.rs"]
+mod report;
+#[path = "decode/table.rs"]
+mod table;
+#[path = "decode/unchecked.rs"]
+mod unchecked;
 
 const SAMPLE_TYPE: u32 = sys::PERF_SAMPLE_IP
     | sys::PERF_SAMPLE_TID
@@ -76,6 +94,7 @@ mod k {
     pub const M_NAME: u64 = 0x5be0_cd19_137e_2179;
     pub const C_PID: u64 = 0xcbbb_9d5d_c105_9ed9;
     pub const C_TID: u64 = 0x629a_292a_367c_d507;
+    pub const C_EXEC: u64 = 0x2545_f491_4f6c_dd1d;
     pub const C_NAME: u64 = 0x9159_015a_3070_dd17;
     pub const L_ID: u64 = 0x152f_ecd8_f70e_5939;
     pub const L_LOST: u64 = 0x6733_2667_ffc0_0b31;
@@ -91,11 +110,21 @@ mod k {
     pub const S_CPU: u64 = 0x082e_fa98_ec4e_6c89;
 }
 
+/// Indices of [`Fold::per_type`].
+const T_SAMPLE: usize = 0;
+const T_MMAP2: usize = 1;
+const T_COMM: usize = 2;
+const T_LOST: usize = 3;
+const T_THROTTLE: usize = 4;
+const T_UNTHROTTLE: usize = 5;
+
 /// What every decoder computes from the fields it reads, and the generator from the
 /// values it wrote.
 #[derive(Debug, Default, PartialEq, Eq, Clone, Copy)]
 struct Fold {
     records: u64,
+    /// Records of each type: SAMPLE, MMAP2, COMM, LOST, THROTTLE, UNTHROTTLE.
+    per_type: [u64; 6],
     chain_entries: u64,
     name_bytes: u64,
     check: u64,
@@ -105,6 +134,12 @@ impl Fold {
     #[inline(always)]
     fn f(&mut self, k: u64, v: u64) {
         self.check = self.check.wrapping_add(v.wrapping_mul(k));
+    }
+
+    /// One more record of type `T_*`.
+    #[inline(always)]
+    fn count(&mut self, ty: usize) {
+        self.per_type[ty] += 1;
     }
 
     /// A field that is `None` when the layout does not record it.
@@ -155,9 +190,9 @@ impl XorShift {
 const FILENAME: &[u8] = b"/usr/lib/x86_64-linux-gnu/libc.so.6";
 const COMM: &[u8] = b"worker-thread";
 
-/// Records in the kernel's format until `target` bytes (whole records only), and the
-/// fold of every value written.
-fn stream(layout: &Layout, target: usize) -> (Vec<u8>, Fold) {
+/// Records in the kernel's format until `target` bytes (whole records only), as `u64`
+/// words (so the bytes are 8-aligned), and the fold of every value written.
+fn stream(layout: &Layout, target: usize) -> (Vec<u64>, Fold) {
     let mut rng = XorShift(0x9e37_79b9_7f4a_7c15);
     let mut out = Vec::with_capacity(target + 4096);
     let mut rec = Vec::with_capacity(512);
@@ -189,6 +224,7 @@ fn stream(layout: &Layout, target: usize) -> (Vec<u8>, Fold) {
                 ..SampleFields::default()
             };
             encode::sample(&mut rec, layout, sys::PERF_RECORD_MISC_USER as u16, &f);
+            t.count(T_SAMPLE);
             t.f(k::IP, f.ip);
             t.f(k::PID, f.pid.into());
             t.f(k::TID, f.tid.into());
@@ -202,6 +238,7 @@ fn stream(layout: &Layout, target: usize) -> (Vec<u8>, Fold) {
         } else {
             // A draw of its own: `r` itself is 97..100 mod 100 here, which would leave
             // only 2, 3 and 4 mod 5 (no MMAP2 or COMM would ever be written).
+            let mut misc = 0;
             let kind = match rng.next() % 5 {
                 0 => {
                     let m = Mmap2 {
@@ -220,6 +257,7 @@ fn stream(layout: &Layout, target: usize) -> (Vec<u8>, Fold) {
                         flags: 2,
                         filename: &FILENAME[..FILENAME.len() - (r >> 33) as usize % 8],
                     };
+                    t.count(T_MMAP2);
                     t.f(k::M_PID, m.pid.into());
                     t.f(k::M_TID, m.tid.into());
                     t.f(k::M_ADDR, m.addr);
@@ -248,8 +286,14 @@ fn stream(layout: &Layout, target: usize) -> (Vec<u8>, Fold) {
                         tid: ids.tid,
                         comm: &COMM[..COMM.len() - (r >> 33) as usize % 8],
                     };
+                    let exec = r & (1 << 20) != 0;
+                    if exec {
+                        misc = sys::PERF_RECORD_MISC_COMM_EXEC as u16;
+                    }
+                    t.count(T_COMM);
                     t.f(k::C_PID, c.pid.into());
                     t.f(k::C_TID, c.tid.into());
+                    t.f(k::C_EXEC, u64::from(exec));
                     t.bytes(k::C_NAME, c.comm);
                     RecordKind::Comm(c)
                 }
@@ -258,6 +302,7 @@ fn stream(layout: &Layout, target: usize) -> (Vec<u8>, Fold) {
                         id: r >> 48,
                         lost: r % 64,
                     };
+                    t.count(T_LOST);
                     t.f(k::L_ID, l.id);
                     t.f(k::L_LOST, l.lost);
                     RecordKind::Lost(l)
@@ -268,6 +313,7 @@ fn stream(layout: &Layout, target: usize) -> (Vec<u8>, Fold) {
                         id: r >> 48,
                         stream_id: r >> 52,
                     };
+                    t.count(T_THROTTLE);
                     t.f(k::T_TIME, th.time);
                     t.f(k::T_ID, th.id);
                     t.f(k::T_STREAM, th.stream_id);
@@ -279,22 +325,30 @@ fn stream(layout: &Layout, target: usize) -> (Vec<u8>, Fold) {
                         id: r >> 48,
                         stream_id: r >> 52,
                     };
+                    t.count(T_UNTHROTTLE);
                     t.f(k::U_TIME, th.time);
                     t.f(k::U_ID, th.id);
                     t.f(k::U_STREAM, th.stream_id);
                     RecordKind::Unthrottle(th)
                 }
             };
-            encode::record_kind(&mut rec, layout, 0, &kind, &ids);
+            encode::record_kind(&mut rec, layout, misc, &kind, &ids);
             if layout.sample_id_all() {
                 t.sid(Some(ids.pid), Some(ids.tid), Some(ids.time), Some(ids.cpu));
             }
         }
         if out.len() + rec.len() > target {
-            return (out, truth);
+            let words = out
+                .chunks_exact(8)
+                .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
+                .collect();
+            return (words, truth);
         }
         out.extend_from_slice(&rec);
         truth.records += 1;
+        for (a, b) in truth.per_type.iter_mut().zip(t.per_type) {
+            *a += b;
+        }
         truth.chain_entries += t.chain_entries;
         truth.name_bytes += t.name_bytes;
         truth.check = truth.check.wrapping_add(t.check);
@@ -302,6 +356,7 @@ fn stream(layout: &Layout, target: usize) -> (Vec<u8>, Fold) {
 }
 
 /// The floor: read each header's size and skip.
+#[inline(never)]
 fn header_walk(data: &[u8]) -> Fold {
     let mut t = Fold::default();
     let mut rest = data;
@@ -317,10 +372,9 @@ fn header_walk(data: &[u8]) -> Fold {
 }
 
 /// The bandwidth ceiling: add up every `u64` of the stream.
-fn mem_scan(data: &[u8]) -> u64 {
-    data.chunks_exact(8)
-        .map(|w| u64::from_ne_bytes(w.try_into().unwrap_or_default()))
-        .fold(0u64, |a, x| a.wrapping_add(x))
+#[inline(never)]
+fn mem_scan(words: &[u64]) -> u64 {
+    words.iter().fold(0u64, |a, &x| a.wrapping_add(x))
 }
 
 /// perfring's record iterator and the per-field accessors (`Option`s), as in its docs:
@@ -330,12 +384,18 @@ fn perfring(data: &[u8], layout: &Layout) -> Fold {
     if data.len() > 4 << 20 {
         perfring_large(data, layout)
     } else {
-        perfring_with(Record::iter(data, layout))
+        perfring_window(data, layout)
     }
 }
 
-/// The same loop over `Record::iter_large`, in a function of its own so that each
-/// loop is compiled (and its registers allocated) alone.
+/// The loop over `Record::iter`. Each loop is a function of its own, so that it is
+/// compiled (and its registers allocated) alone, and profiles name it.
+#[inline(never)]
+fn perfring_window(data: &[u8], layout: &Layout) -> Fold {
+    perfring_with(Record::iter(data, layout))
+}
+
+/// The loop over `Record::iter_large`.
 #[inline(never)]
 fn perfring_large(data: &[u8], layout: &Layout) -> Fold {
     perfring_with(Record::iter_large(data, layout))
@@ -345,6 +405,7 @@ fn perfring_large(data: &[u8], layout: &Layout) -> Fold {
 #[inline(always)]
 fn perfring_with<'a>(records: impl Iterator<Item = Result<Record<'a>, DecodeError>>) -> Fold {
     let sample = |t: &mut Fold, s: &Sample<'_>| {
+        t.count(T_SAMPLE);
         t.opt(k::IP, s.ip());
         t.opt(k::PID, s.pid().map(u64::from));
         t.opt(k::TID, s.tid().map(u64::from));
@@ -362,12 +423,13 @@ fn perfring_with<'a>(records: impl Iterator<Item = Result<Record<'a>, DecodeErro
     for rec in records {
         let rec = rec.expect("valid stream");
         t.records += 1;
-        let sid = match rec.kind() {
+        match rec.kind() {
             RecordKind::Sample(s) => {
                 sample(&mut t, s);
                 continue;
             }
             RecordKind::Mmap2(m) => {
+                t.count(T_MMAP2);
                 t.f(k::M_PID, m.pid.into());
                 t.f(k::M_TID, m.tid.into());
                 t.f(k::M_ADDR, m.addr);
@@ -388,34 +450,34 @@ fn perfring_with<'a>(records: impl Iterator<Item = Result<Record<'a>, DecodeErro
                 t.f(k::M_PROT, m.prot.into());
                 t.f(k::M_FLAGS, m.flags.into());
                 t.bytes(k::M_NAME, m.filename);
-                rec.sample_id()
             }
             RecordKind::Comm(c) => {
+                t.count(T_COMM);
                 t.f(k::C_PID, c.pid.into());
                 t.f(k::C_TID, c.tid.into());
+                t.f(k::C_EXEC, u64::from(rec.misc().comm_exec()));
                 t.bytes(k::C_NAME, c.comm);
-                rec.sample_id()
             }
             RecordKind::Lost(l) => {
+                t.count(T_LOST);
                 t.f(k::L_ID, l.id);
                 t.f(k::L_LOST, l.lost);
-                rec.sample_id()
             }
             RecordKind::Throttle(th) => {
+                t.count(T_THROTTLE);
                 t.f(k::T_TIME, th.time);
                 t.f(k::T_ID, th.id);
                 t.f(k::T_STREAM, th.stream_id);
-                rec.sample_id()
             }
             RecordKind::Unthrottle(th) => {
+                t.count(T_UNTHROTTLE);
                 t.f(k::U_TIME, th.time);
                 t.f(k::U_ID, th.id);
                 t.f(k::U_STREAM, th.stream_id);
-                rec.sample_id()
             }
-            _ => rec.sample_id(),
-        };
-        fold_sid(&mut t, &sid);
+            _ => {}
+        }
+        fold_sid(&mut t, &rec.sample_id());
     }
     t
 }
@@ -438,374 +500,10 @@ fn each_record(data: &[u8], mut f: impl FnMut(u32, u16, &[u8])) {
     }
 }
 
-/// A minimal hand-written decoder for this one `sample_type`: the offsets worked out
-/// once into a small table, each field one bounds-checked load, no error types beyond
-/// stopping at the first malformed record. What a user would write instead of a crate.
-mod table {
-    use super::{k, Fold};
-    use perfring::sys;
-
-    pub struct Plan {
-        ip: usize,
-        tid: usize,
-        time: usize,
-        cpu: usize,
-        period: usize,
-        chain: usize,
-        /// Trailer size and its fields' offsets from the trailer's start.
-        trailer: usize,
-        t_tid: usize,
-        t_time: usize,
-        t_cpu: usize,
-    }
-
-    /// Offsets for IP|TID|TIME|CPU|PERIOD|CALLCHAIN (checked by the caller).
-    pub fn plan(sample_type: u64, sample_id_all: bool) -> Plan {
-        let has = |b: u32| sample_type & u64::from(b) != 0;
-        assert!(
-            !has(sys::PERF_SAMPLE_IDENTIFIER | sys::PERF_SAMPLE_ADDR | sys::PERF_SAMPLE_ID)
-                && !has(sys::PERF_SAMPLE_STREAM_ID | sys::PERF_SAMPLE_READ)
-        );
-        Plan {
-            ip: 8,
-            tid: 16,
-            time: 24,
-            cpu: 32,
-            period: 40,
-            chain: 48,
-            trailer: if sample_id_all { 24 } else { 0 },
-            t_tid: 0,
-            t_time: 8,
-            t_cpu: 16,
-        }
-    }
-
-    #[inline(always)]
-    fn u64_at(b: &[u8], o: usize) -> Option<u64> {
-        Some(u64::from_ne_bytes(b.get(o..o + 8)?.try_into().ok()?))
-    }
-
-    #[inline(always)]
-    fn u32_at(b: &[u8], o: usize) -> Option<u32> {
-        Some(u32::from_ne_bytes(b.get(o..o + 4)?.try_into().ok()?))
-    }
-
-    fn until_nul(b: &[u8]) -> &[u8] {
-        b.iter().position(|&c| c == 0).map_or(b, |n| &b[..n])
-    }
-
-    #[inline(always)]
-    fn record(r: &[u8], ty: u32, p: &Plan, t: &mut Fold) -> Option<()> {
-        if ty == sys::PERF_RECORD_SAMPLE {
-            t.f(k::IP, u64_at(r, p.ip)?);
-            t.f(k::PID, u32_at(r, p.tid)?.into());
-            t.f(k::TID, u32_at(r, p.tid + 4)?.into());
-            t.f(k::TIME, u64_at(r, p.time)?);
-            t.f(k::CPU, u32_at(r, p.cpu)?.into());
-            t.f(k::PERIOD, u64_at(r, p.period)?);
-            let nr = usize::try_from(u64_at(r, p.chain)?).ok()?;
-            let ips = r.get(p.chain + 8..)?.get(..nr.checked_mul(8)?)?;
-            let sum = ips
-                .chunks_exact(8)
-                .map(|w| u64::from_ne_bytes(w.try_into().unwrap_or_default()))
-                .fold(0u64, |a, x| a.wrapping_add(x));
-            t.chain(nr, sum);
-            return Some(());
-        }
-        let body_end = r.len().checked_sub(p.trailer)?;
-        let b = r.get(..body_end)?;
-        match ty {
-            sys::PERF_RECORD_MMAP2 => {
-                t.f(k::M_PID, u32_at(b, 8)?.into());
-                t.f(k::M_TID, u32_at(b, 12)?.into());
-                t.f(k::M_ADDR, u64_at(b, 16)?);
-                t.f(k::M_LEN, u64_at(b, 24)?);
-                t.f(k::M_PGOFF, u64_at(b, 32)?);
-                t.f(k::M_MAJ, u32_at(b, 40)?.into());
-                t.f(k::M_MIN, u32_at(b, 44)?.into());
-                t.f(k::M_INO, u64_at(b, 48)?);
-                t.f(k::M_INO_GEN, u64_at(b, 56)?);
-                t.f(k::M_PROT, u32_at(b, 64)?.into());
-                t.f(k::M_FLAGS, u32_at(b, 68)?.into());
-                t.bytes(k::M_NAME, until_nul(b.get(72..)?));
-            }
-            sys::PERF_RECORD_COMM => {
-                t.f(k::C_PID, u32_at(b, 8)?.into());
-                t.f(k::C_TID, u32_at(b, 12)?.into());
-                t.bytes(k::C_NAME, until_nul(b.get(16..)?));
-            }
-            sys::PERF_RECORD_LOST => {
-                t.f(k::L_ID, u64_at(b, 8)?);
-                t.f(k::L_LOST, u64_at(b, 16)?);
-            }
-            sys::PERF_RECORD_THROTTLE => {
-                t.f(k::T_TIME, u64_at(b, 8)?);
-                t.f(k::T_ID, u64_at(b, 16)?);
-                t.f(k::T_STREAM, u64_at(b, 24)?);
-            }
-            sys::PERF_RECORD_UNTHROTTLE => {
-                t.f(k::U_TIME, u64_at(b, 8)?);
-                t.f(k::U_ID, u64_at(b, 16)?);
-                t.f(k::U_STREAM, u64_at(b, 24)?);
-            }
-            _ => {}
-        }
-        if p.trailer != 0 {
-            let s = &r[body_end..];
-            t.sid(
-                Some(u32_at(s, p.t_tid)?),
-                Some(u32_at(s, p.t_tid + 4)?),
-                Some(u64_at(s, p.t_time)?),
-                Some(u32_at(s, p.t_cpu)?),
-            );
-        }
-        Some(())
-    }
-
-    pub fn decode(data: &[u8], p: &Plan) -> Fold {
-        let mut t = Fold::default();
-        let mut rest = data;
-        while let Some(h) = rest.first_chunk::<8>() {
-            let ty = u32::from_ne_bytes([h[0], h[1], h[2], h[3]]);
-            let size = usize::from(u16::from_ne_bytes([h[6], h[7]]));
-            let Some((r, tail)) = rest.split_at_checked(size).filter(|_| size >= 8) else {
-                break;
-            };
-            if record(r, ty, p, &mut t).is_none() {
-                break;
-            }
-            t.records += 1;
-            rest = tail;
-        }
-        t
-    }
-}
-
-mod lper {
-    use super::{k, Fold};
-    use linux_perf_event_reader::{
-        Endianness, EventRecord, Mmap2FileId, PerfEventAttr, RawData, RawEventRecord,
-        RecordParseInfo, RecordType,
-    };
-
-    pub fn info(attr: &perfring::sys::perf_event_attr) -> RecordParseInfo {
-        let bytes = zerocopy::IntoBytes::as_bytes(attr);
-        let (attr, _) = PerfEventAttr::parse::<_, byteorder::NativeEndian>(bytes).expect("attr");
-        RecordParseInfo::new(&attr, Endianness::NATIVE)
-    }
-
-    /// THROTTLE's `stream_id`, which the crate's `ThrottleRecord` leaves out.
-    fn stream_id(body: RawData<'_>) -> u64 {
-        let mut w = body;
-        w.skip(16).expect("throttle body");
-        w.read_u64::<byteorder::NativeEndian>()
-            .expect("throttle.stream_id")
-    }
-
-    pub fn decode(data: &[u8], info: RecordParseInfo) -> Fold {
-        let mut t = Fold::default();
-        super::each_record(data, |ty, misc, rec| {
-            let body = RawData::from(&rec[8..]);
-            let raw = RawEventRecord::new(RecordType(ty), misc, body, info);
-            let parsed = raw.parse().expect("lper parses");
-            t.records += 1;
-            match parsed {
-                EventRecord::Sample(s) => {
-                    t.opt(k::IP, s.ip);
-                    t.opt(k::PID, s.pid.map(|v| u64::from(v as u32)));
-                    t.opt(k::TID, s.tid.map(|v| u64::from(v as u32)));
-                    t.opt(k::TIME, s.timestamp);
-                    t.opt(k::CPU, s.cpu.map(u64::from));
-                    t.opt(k::PERIOD, s.period);
-                    if let Some(chain) = s.callchain {
-                        let n = chain.len();
-                        let sum = (0..n)
-                            .map(|i| chain.get(i).expect("callchain entry"))
-                            .fold(0u64, |a, x| a.wrapping_add(x));
-                        t.chain(n, sum);
-                    }
-                    return;
-                }
-                EventRecord::Mmap2(m) => {
-                    t.f(k::M_PID, u64::from(m.pid as u32));
-                    t.f(k::M_TID, u64::from(m.tid as u32));
-                    t.f(k::M_ADDR, m.address);
-                    t.f(k::M_LEN, m.length);
-                    t.f(k::M_PGOFF, m.page_offset);
-                    if let Mmap2FileId::InodeAndVersion(i) = &m.file_id {
-                        t.f(k::M_MAJ, i.major.into());
-                        t.f(k::M_MIN, i.minor.into());
-                        t.f(k::M_INO, i.inode);
-                        t.f(k::M_INO_GEN, i.inode_generation);
-                    }
-                    t.f(k::M_PROT, m.protection.into());
-                    t.f(k::M_FLAGS, m.flags.into());
-                    t.bytes(k::M_NAME, &m.path.as_slice());
-                }
-                EventRecord::Comm(c) => {
-                    t.f(k::C_PID, u64::from(c.pid as u32));
-                    t.f(k::C_TID, u64::from(c.tid as u32));
-                    t.bytes(k::C_NAME, &c.name.as_slice());
-                }
-                EventRecord::Lost(l) => {
-                    t.f(k::L_ID, l.id);
-                    t.f(k::L_LOST, l.count);
-                }
-                EventRecord::Throttle(th) => {
-                    t.f(k::T_TIME, th.timestamp);
-                    t.f(k::T_ID, th.id);
-                    t.f(k::T_STREAM, stream_id(body));
-                }
-                EventRecord::Unthrottle(th) => {
-                    t.f(k::U_TIME, th.timestamp);
-                    t.f(k::U_ID, th.id);
-                    t.f(k::U_STREAM, stream_id(body));
-                }
-                _ => {}
-            }
-            let c = raw.common_data().expect("lper sample_id");
-            t.sid(
-                c.pid.map(|v| v as u32),
-                c.tid.map(|v| v as u32),
-                c.timestamp,
-                c.cpu,
-            );
-        });
-        t
-    }
-}
-
-mod ped {
-    use super::{k, Fold};
-    use perf_event_data::endian::Native;
-    use perf_event_data::parse::{ParseConfig, Parser};
-    use perf_event_data::{Comm, Lost, Mmap2, RecordMetadata, Sample, Throttle, Visitor};
-
-    pub fn config(st: u64, sample_id_all: bool) -> ParseConfig<Native> {
-        let mut attr = perf_event_open_sys::bindings::perf_event_attr::default();
-        attr.sample_type = st;
-        attr.set_sample_id_all(sample_id_all.into());
-        ParseConfig::from(attr)
-    }
-
-    /// The crate's visitor: the only way to get a non-sample record's `sample_id`
-    /// (its `Record` enum drops it), and it skips `Record`'s boxed sample.
-    struct Reader<'t>(&'t mut Fold);
-
-    impl Reader<'_> {
-        fn sid(self, m: &RecordMetadata) {
-            let s = m.sample_id();
-            self.0.sid(s.pid(), s.tid(), s.time(), s.cpu());
-        }
-    }
-
-    impl<'a> Visitor<'a> for Reader<'_> {
-        type Output = ();
-
-        fn visit_unimplemented(self, m: RecordMetadata) {
-            self.sid(&m);
-        }
-
-        fn visit_sample(self, s: Sample<'a>, _: RecordMetadata) {
-            let t = self.0;
-            t.opt(k::IP, s.ip());
-            t.opt(k::PID, s.pid().map(u64::from));
-            t.opt(k::TID, s.tid().map(u64::from));
-            t.opt(k::TIME, s.time());
-            t.opt(k::CPU, s.cpu().map(u64::from));
-            t.opt(k::PERIOD, s.period());
-            if let Some(chain) = s.callchain() {
-                t.chain(
-                    chain.len(),
-                    chain.iter().fold(0u64, |a, &x| a.wrapping_add(x)),
-                );
-            }
-        }
-
-        fn visit_mmap2(self, m: Mmap2<'a>, md: RecordMetadata) {
-            let t = &mut *self.0;
-            t.f(k::M_PID, m.pid.into());
-            t.f(k::M_TID, m.tid.into());
-            t.f(k::M_ADDR, m.addr);
-            t.f(k::M_LEN, m.len);
-            t.f(k::M_PGOFF, m.pgoff);
-            t.opt(k::M_MAJ, m.maj().map(u64::from));
-            t.opt(k::M_MIN, m.min().map(u64::from));
-            t.opt(k::M_INO, m.ino());
-            t.opt(k::M_INO_GEN, m.ino_generation());
-            t.f(k::M_PROT, m.prot.into());
-            t.f(k::M_FLAGS, m.flags.into());
-            t.bytes(k::M_NAME, &m.filename);
-            self.sid(&md);
-        }
-
-        fn visit_comm(self, c: Comm<'a>, md: RecordMetadata) {
-            let t = &mut *self.0;
-            t.f(k::C_PID, c.pid.into());
-            t.f(k::C_TID, c.tid.into());
-            t.bytes(k::C_NAME, &c.comm);
-            self.sid(&md);
-        }
-
-        fn visit_lost(self, l: Lost, md: RecordMetadata) {
-            self.0.f(k::L_ID, l.id);
-            self.0.f(k::L_LOST, l.lost);
-            self.sid(&md);
-        }
-
-        fn visit_throttle(self, th: Throttle, md: RecordMetadata) {
-            self.0.f(k::T_TIME, th.time);
-            self.0.f(k::T_ID, th.id);
-            self.0.f(k::T_STREAM, th.stream_id);
-            self.sid(&md);
-        }
-
-        fn visit_unthrottle(self, th: Throttle, md: RecordMetadata) {
-            self.0.f(k::U_TIME, th.time);
-            self.0.f(k::U_ID, th.id);
-            self.0.f(k::U_STREAM, th.stream_id);
-            self.sid(&md);
-        }
-    }
-
-    pub fn decode(data: &[u8], config: &ParseConfig<Native>) -> Fold {
-        let mut t = Fold::default();
-        super::each_record(data, |_, _, rec| {
-            let mut parser = Parser::new(rec, config.clone());
-            parser
-                .parse_record(Reader(&mut t))
-                .expect("perf-event-data parses");
-            t.records += 1;
-        });
-        t
-    }
-}
-
-/// Median time of a criterion benchmark, from the estimate it saved in this run
-/// (written after `since`; a filtered-out benchmark's old estimate is not used).
-fn median_ns(group: &str, function: &str, since: std::time::SystemTime) -> Option<f64> {
-    let dir = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || std::path::PathBuf::from("target"),
-        std::path::PathBuf::from,
-    );
-    let path = dir
-        .join("criterion")
-        .join(group.replace('/', "_"))
-        .join(function)
-        .join("new/estimates.json");
-    if std::fs::metadata(&path).ok()?.modified().ok()? < since {
-        return None;
-    }
-    let text = std::fs::read_to_string(path).ok()?;
-    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-    v["median"]["point_estimate"].as_f64()
-}
-
 /// `DECODE_BENCH_MIN=N`: instead of criterion, run every decoder in turn `N` times
-/// (`N / 100`, at least 10, on the 64 MiB stream) and print each one's fastest run and
-/// its ratio to perfring's. On a loaded machine the minimum of interleaved runs is
-/// steadier than a mean or median.
-fn min_of(group: &str, n: usize, fns: &[(&str, &dyn Fn())]) {
+/// (`N / 100`, at least 10, on the 64 MiB stream) and keep each one's fastest run. On
+/// a loaded machine the minimum of interleaved runs is steadier than a median.
+fn min_of(n: usize, fns: &[(&'static str, &dyn Fn())]) -> Vec<(&'static str, f64)> {
     let mut best = vec![Duration::MAX; fns.len()];
     for _ in 0..n {
         for (b, (_, f)) in best.iter_mut().zip(fns) {
@@ -814,108 +512,102 @@ fn min_of(group: &str, n: usize, fns: &[(&str, &dyn Fn())]) {
             *b = (*b).min(t.elapsed());
         }
     }
-    let p = fns
-        .iter()
-        .position(|(name, _)| *name == "perfring")
-        .map_or(1.0, |i| best[i].as_secs_f64());
-    for (b, (name, _)) in best.iter().zip(fns) {
-        eprintln!(
-            "  {group}/{name}: min {:.1} us, {:.2}x perfring",
-            b.as_secs_f64() * 1e6,
-            b.as_secs_f64() / p
-        );
-    }
-    let t = |f: &str| {
-        fns.iter()
-            .position(|(name, _)| *name == f)
-            .map_or(f64::NAN, |i| best[i].as_secs_f64())
-    };
-    eprintln!(
-        "  {group}: lper/perfring {:.2} (goal >= 5), ped/perfring {:.2} (>= 15), \
-         offset_table/perfring {:.2} (>= 1.0), perfring/header_walk {:.2} (<= 2 on 512 KiB), \
-         mem_scan/perfring {:.2} (bandwidth share, >= 0.70 on 64 MiB); \
-         bounds: lper/mem_scan {:.2}, ped/mem_scan {:.2}",
-        t("linux-perf-event-reader") / p,
-        t("perf-event-data") / p,
-        t("offset_table") / p,
-        p / t("header_walk"),
-        t("mem_scan") / p,
-        t("linux-perf-event-reader") / t("mem_scan"),
-        t("perf-event-data") / t("mem_scan"),
-    );
+    fns.iter()
+        .zip(best)
+        .map(|((name, _), b)| (*name, b.as_secs_f64()))
+        .collect()
 }
 
 fn bench(c: &mut Criterion) {
     let start = std::time::SystemTime::now();
-    let mut report = Vec::new();
-    for sample_id_all in [true, false] {
-        let mut attr: sys::perf_event_attr = zerocopy::FromZeros::new_zeroed();
-        attr.size = std::mem::size_of::<sys::perf_event_attr>() as u32;
-        attr.sample_type = SAMPLE_TYPE.into();
-        attr.set_sample_id_all(sample_id_all.into());
-        let layout = Layout::new(&attr).unwrap();
-        let info = lper::info(&attr);
-        let config = ped::config(SAMPLE_TYPE.into(), sample_id_all);
-        let plan = table::plan(SAMPLE_TYPE.into(), sample_id_all);
-        let mode = if sample_id_all { "sid" } else { "nosid" };
+    let min_runs = std::env::var("DECODE_BENCH_MIN")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok());
+    let mut columns = Vec::new();
+    let mut groups = Vec::new();
+    for (name, size) in [("window_512KiB", 512 << 10), ("stream_64MiB", 64 << 20)] {
+        if size > 1 << 20 && std::env::var_os("DECODE_BENCH_WINDOW_ONLY").is_some() {
+            continue;
+        }
+        for sample_id_all in [true, false] {
+            let mut attr: sys::perf_event_attr = zerocopy::FromZeros::new_zeroed();
+            attr.size = std::mem::size_of::<sys::perf_event_attr>() as u32;
+            attr.sample_type = SAMPLE_TYPE.into();
+            attr.set_sample_id_all(sample_id_all.into());
+            let layout = Layout::new(&attr).unwrap();
+            let info = lper::info(&attr);
+            let config = ped::config(SAMPLE_TYPE.into(), sample_id_all);
+            let plan = table::plan(SAMPLE_TYPE.into(), sample_id_all);
+            let uplan = unchecked::plan(sample_id_all);
+            let mode = if sample_id_all { "sid" } else { "nosid" };
 
-        for (name, size) in [("window_512KiB", 512 << 10), ("stream_64MiB", 64 << 20)] {
-            if size > 1 << 20 && std::env::var_os("DECODE_BENCH_WINDOW_ONLY").is_some() {
-                continue;
-            }
-            let (data, want) = stream(&layout, size);
+            let (words, want) = stream(&layout, size);
+            let data = words.as_bytes();
             // Every decoder against the generator's ground truth, before any timing.
-            assert_eq!(header_walk(&data).records, want.records);
-            assert_eq!(perfring(&data, &layout), want, "perfring disagrees");
-            assert_eq!(table::decode(&data, &plan), want, "offset table disagrees");
-            assert_eq!(lper::decode(&data, info), want, "lper disagrees");
-            assert_eq!(ped::decode(&data, &config), want, "ped disagrees");
+            assert_eq!(header_walk(data).records, want.records);
+            assert_eq!(perfring(data, &layout), want, "perfring disagrees");
+            assert_eq!(
+                unchecked::decode(&words, &uplan),
+                want,
+                "unchecked disagrees"
+            );
+            assert_eq!(table::decode(data, &plan), want, "offset table disagrees");
+            assert_eq!(lper::decode(data, info), want, "lper disagrees");
+            assert_eq!(ped::decode(data, &config), want, "ped disagrees");
             assert!(want.records > 1000 && want.chain_entries > 4 * want.records / 2);
-            assert!(want.name_bytes > 0, "the stream has MMAP2 and COMM records");
+            assert!(
+                want.per_type.iter().all(|&n| n > 0),
+                "the stream has every record type: {:?}",
+                want.per_type
+            );
             eprintln!(
-                "decode/{name}/{mode}: {} records, {} bytes, {} callchain entries, \
-                 {} name bytes (every decoder equals the generator's fold)",
+                "decode/{name}/{mode}: {} records ({:?} by type), {} bytes, {} callchain \
+                 entries, {} name bytes (every decoder equals the generator's fold)",
                 want.records,
+                want.per_type,
                 data.len(),
                 want.chain_entries,
                 want.name_bytes
             );
 
+            let label = format!("{}/{mode}", if size > 1 << 20 { "64MiB" } else { "window" });
             let group = format!("decode_{mode}/{name}");
-            if let Some(n) = std::env::var("DECODE_BENCH_MIN")
-                .ok()
-                .and_then(|v| v.parse::<usize>().ok())
-            {
+            let fns: [(&'static str, &dyn Fn()); 7] = [
+                ("perfring", &|| {
+                    black_box(perfring(black_box(data), black_box(&layout)));
+                }),
+                ("unchecked", &|| {
+                    black_box(unchecked::decode(black_box(&words), black_box(&uplan)));
+                }),
+                ("offset_table", &|| {
+                    black_box(table::decode(black_box(data), black_box(&plan)));
+                }),
+                ("linux-perf-event-reader", &|| {
+                    black_box(lper::decode(black_box(data), info));
+                }),
+                ("perf-event-data", &|| {
+                    black_box(ped::decode(black_box(data), &config));
+                }),
+                ("header_walk", &|| {
+                    black_box(header_walk(black_box(data)));
+                }),
+                ("mem_scan", &|| {
+                    black_box(mem_scan(black_box(&words)));
+                }),
+            ];
+            debug_assert!(fns.iter().map(|(n, _)| *n).eq(report::DECODERS));
+            if let Some(n) = min_runs {
                 // The 64 MiB stream takes ~0.5 s a round with the slow decoders.
                 let n = if size > 1 << 20 {
                     n.div_ceil(100).max(10)
                 } else {
                     n
                 };
-                min_of(
-                    &group,
-                    n,
-                    &[
-                        ("mem_scan", &|| {
-                            black_box(mem_scan(black_box(&data)));
-                        }),
-                        ("header_walk", &|| {
-                            black_box(header_walk(black_box(&data)));
-                        }),
-                        ("perfring", &|| {
-                            black_box(perfring(black_box(&data), black_box(&layout)));
-                        }),
-                        ("offset_table", &|| {
-                            black_box(table::decode(black_box(&data), black_box(&plan)));
-                        }),
-                        ("linux-perf-event-reader", &|| {
-                            black_box(lper::decode(black_box(&data), info));
-                        }),
-                        ("perf-event-data", &|| {
-                            black_box(ped::decode(black_box(&data), &config));
-                        }),
-                    ],
-                );
+                columns.push(report::Column {
+                    label,
+                    window: size <= 1 << 20,
+                    secs: min_of(n, &fns),
+                });
                 continue;
             }
             let mut g = c.benchmark_group(&group);
@@ -925,49 +617,29 @@ fn bench(c: &mut Criterion) {
                     .sampling_mode(SamplingMode::Flat)
                     .warm_up_time(Duration::from_millis(500));
             }
-            g.bench_function("mem_scan", |b| b.iter(|| mem_scan(black_box(&data))));
-            g.bench_function("header_walk", |b| b.iter(|| header_walk(black_box(&data))));
-            g.bench_function("perfring", |b| {
-                b.iter(|| perfring(black_box(&data), black_box(&layout)))
-            });
-            g.bench_function("offset_table", |b| {
-                b.iter(|| table::decode(black_box(&data), black_box(&plan)))
-            });
-            g.bench_function("linux-perf-event-reader", |b| {
-                b.iter(|| lper::decode(black_box(&data), info))
-            });
-            g.bench_function("perf-event-data", |b| {
-                b.iter(|| ped::decode(black_box(&data), &config))
-            });
+            for (name, f) in &fns {
+                g.bench_function(*name, |b| b.iter(f));
+            }
             g.finish();
-            report.push(group);
+            groups.push((group, label, size <= 1 << 20));
         }
     }
-
-    // The goals of issue 12, from this run's estimates.
-    eprintln!("\nratios (time of X / time of perfring; perfring's share of mem_scan bandwidth):");
-    for group in report {
-        let t = |f: &str| median_ns(&group, f, start);
-        let Some(p) = t("perfring") else { continue };
-        let r = |f: &str| t(f).map_or("-".into(), |x| format!("{:.2}", x / p));
-        let bound = |f: &str| match (t(f), t("mem_scan")) {
-            (Some(x), Some(m)) => format!("{:.2}", x / m),
-            _ => "-".into(),
-        };
-        eprintln!(
-            "  {group}: lper/perfring {} (goal >= 5), ped/perfring {} (>= 15), \
-             offset_table/perfring {} (>= 1.0), perfring/header_walk {:.2} (<= 2 on 512 KiB), \
-             mem_scan/perfring {} (bandwidth share, >= 0.70 on 64 MiB); \
-             bounds: lper/mem_scan {}, ped/mem_scan {}",
-            r("linux-perf-event-reader"),
-            r("perf-event-data"),
-            r("offset_table"),
-            t("header_walk").map_or(f64::NAN, |h| p / h),
-            r("mem_scan"),
-            bound("linux-perf-event-reader"),
-            bound("perf-event-data"),
-        );
+    if min_runs.is_some() {
+        report::print("fastest of interleaved runs (DECODE_BENCH_MIN)", &columns);
+        return;
     }
+    for (group, label, window) in groups {
+        let secs = report::DECODERS
+            .iter()
+            .filter_map(|&name| Some((name, report::median_secs(&group, name, start)?)))
+            .collect();
+        columns.push(report::Column {
+            label,
+            window,
+            secs,
+        });
+    }
+    report::print("criterion medians", &columns);
 }
 
 criterion_group!(benches, bench);

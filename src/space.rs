@@ -466,8 +466,8 @@ mod tests {
     #[test]
     fn address_spaces_follow_the_records() {
         use crate::records::encode::{self, Ids};
-        use crate::records::{Layout, Mmap2, Task};
-        let layout = Layout::from_raw(0, 0, 0, 0, 0, false).unwrap();
+        use crate::records::{Layout, Mmap2, SampleIdAll, Task};
+        let layout = Layout::from_raw(0, 0, 0, 0, 0, SampleIdAll::No).unwrap();
         let ids = Ids::default();
         let mut out = Vec::new();
         let mmap2 = |out: &mut Vec<u8>, pid: u32, addr: u64, prot: u32, name: &[u8]| {

@@ -3,8 +3,8 @@
 
 use perfring::records::encode::{self, Ids, ReadData, SampleFields};
 use perfring::records::{
-    Comm, DecodeErrorKind, Layout, Mmap2, Mmap2File, ReadValue, Record, RecordKind, Task, Throttle,
-    BRANCH_COUNTERS, FORMAT_LOST,
+    Comm, DecodeErrorKind, Layout, Mmap2, Mmap2File, ReadValue, Record, RecordKind, SampleIdAll,
+    Task, Throttle, BRANCH_COUNTERS, FORMAT_LOST,
 };
 use perfring::sys;
 use proptest::prelude::*;
@@ -73,7 +73,7 @@ fn sample_every_fixed_field_and_group_read() {
         0,
         0,
         0,
-        false,
+        SampleIdAll::No,
     )
     .unwrap();
     let misc = (sys::PERF_RECORD_MISC_USER | sys::PERF_RECORD_MISC_EXACT_IP) as u16;
@@ -146,7 +146,7 @@ fn sample_variable_fields_in_man_page_order() {
         0b1010, // two user registers: 1 and 3
         0b1,    // one interrupt register
         u64::from(sys::PERF_SAMPLE_BRANCH_HW_INDEX) | BRANCH_COUNTERS,
-        false,
+        SampleIdAll::No,
     )
     .unwrap();
     let mut raw = [0u8; 12];
@@ -230,7 +230,7 @@ fn trailer_layout() -> Layout {
         0,
         0,
         0,
-        true,
+        SampleIdAll::Yes,
     )
     .unwrap()
 }
@@ -408,7 +408,7 @@ fn errors_name_field_offset_and_sizes() {
     assert!(e.to_string().contains("offset 48"), "{e}");
 
     assert_eq!(
-        Layout::from_raw(1 << 40, 0, 0, 0, 0, false)
+        Layout::from_raw(1 << 40, 0, 0, 0, 0, SampleIdAll::No)
             .unwrap_err()
             .kind(),
         DecodeErrorKind::UnknownFormat
@@ -431,7 +431,7 @@ fn header_sizes_below_8_or_not_multiples_of_8_are_refused() {
         assert_eq!((e.kind(), e.field()), (want, "header.size"), "size {size}");
     }
     // The smallest valid size: a bare header (SWITCH without a trailer).
-    let bare = Layout::from_raw(0, 0, 0, 0, 0, false).unwrap();
+    let bare = Layout::from_raw(0, 0, 0, 0, 0, SampleIdAll::No).unwrap();
     let switch = words(sys::PERF_RECORD_SWITCH, 0, &[]);
     assert_eq!(Record::parse(&switch, &bare).unwrap().size(), 8);
 }
@@ -516,6 +516,65 @@ fn unaligned_copy_decodes_the_same() {
     assert_eq!(chain.as_slice(), None);
 }
 
+/// An array's iterator hands out the same elements by `next`, by `fold` (which reads
+/// 8-byte elements as whole words) and by `get`, aligned or not, also after part of it
+/// was taken by `next`; `size_hint` counts what is left.
+#[test]
+fn array_iterators_agree() {
+    use perfring::records::{Array, U64s};
+    let values: Vec<u64> = (1..=13u64).map(|i| i * 0x0101_0101_0101).collect();
+    let mut bytes = vec![0u8];
+    for v in &values {
+        bytes.extend_from_slice(&v.to_ne_bytes());
+    }
+    for shift in [0, 1] {
+        let raw = if shift == 0 {
+            &bytes[1..]
+        } else {
+            &bytes[..bytes.len() - 1]
+        };
+        let words = U64s::from_bytes(raw).unwrap();
+        let want: Vec<u64> = if shift == 0 {
+            values.clone()
+        } else {
+            raw.chunks_exact(8)
+                .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+                .collect()
+        };
+        for taken in [0, 1, 5, 13] {
+            let mut it = words.iter();
+            let mut by_next = Vec::new();
+            for _ in 0..taken {
+                by_next.push(it.next().unwrap());
+            }
+            assert_eq!(it.size_hint(), (13 - taken, Some(13 - taken)));
+            let by_fold = it.fold(by_next.clone(), |mut v, x| {
+                v.push(x);
+                v
+            });
+            assert_eq!(by_fold, want, "shift {shift}, {taken} taken by next");
+        }
+        let by_get: Vec<u64> = (0..words.len()).map(|i| words.get(i).unwrap()).collect();
+        assert_eq!(by_get, want);
+        assert_eq!(words.get(13), None);
+        assert_eq!(words.iter().count(), 13);
+    }
+    // 24-byte elements (branch entries) go through the generic loop.
+    let entries: Vec<u8> = (0..72u8).collect();
+    let branches: Array<'_, sys::perf_branch_entry> = Array::from_bytes(&entries).unwrap();
+    let from: Vec<u64> = branches.iter().fold(Vec::new(), |mut v, b| {
+        v.push(b.from);
+        v
+    });
+    let by_next: Vec<u64> = branches.iter().map(|b| b.from).collect();
+    assert_eq!(from, by_next);
+    assert_eq!(from.len(), 3);
+    assert_eq!(
+        from[1],
+        u64::from_ne_bytes([24, 25, 26, 27, 28, 29, 30, 31])
+    );
+}
+
 // ---- Round trips through the encoder --------------------------------------------
 
 /// Known sample_type bits, weighted towards the common ones.
@@ -535,7 +594,15 @@ fn arb_layout() -> impl Strategy<Value = Layout> {
     )
         .prop_map(|(st, rf, ru, ri, bst, all)| {
             // Keep register blocks small: at most 8 registers each.
-            Layout::from_raw(st, rf, ru & 0x8421_0842_1084_2108, ri & 0xff, bst, all).unwrap()
+            Layout::from_raw(
+                st,
+                rf,
+                ru & 0x8421_0842_1084_2108,
+                ri & 0xff,
+                bst,
+                SampleIdAll::from(all),
+            )
+            .unwrap()
         })
 }
 
@@ -786,7 +853,7 @@ fn fuzz_seeds_decode() {
             le64(5),
             le64(13),
             branch,
-            data[22] & 1 == 1,
+            SampleIdAll::from(data[22] & 1 == 1),
         )
         .unwrap();
         let records: Vec<_> = Record::iter(&data[24..], &layout)

@@ -6,7 +6,7 @@ use std::alloc::{GlobalAlloc, Layout as AllocLayout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use perfring::records::encode::{self, Ids, SampleFields};
-use perfring::records::{Layout, Record, RecordKind};
+use perfring::records::{Layout, Record, RecordKind, SampleIdAll};
 use perfring::sys;
 
 struct Counting;
@@ -50,7 +50,7 @@ fn decoding_10k_records_allocates_nothing() {
         0,
         0,
         0,
-        true,
+        SampleIdAll::Yes,
     )
     .unwrap();
     let mut stream = Vec::new();

@@ -3,7 +3,7 @@
 //! one error each, never a panic.
 
 use perfring::records::encode::{self, Ids, SampleFields};
-use perfring::records::{Layout, RecordKind};
+use perfring::records::{Layout, RecordKind, SampleIdAll};
 use perfring::ring::Replay;
 use perfring::{sys, ErrorKind};
 
@@ -12,7 +12,7 @@ fn layout() -> Layout {
         | sys::PERF_SAMPLE_TID
         | sys::PERF_SAMPLE_TIME
         | sys::PERF_SAMPLE_CALLCHAIN) as u64;
-    Layout::from_raw(st, 0, 0, 0, 0, true).unwrap()
+    Layout::from_raw(st, 0, 0, 0, 0, SampleIdAll::Yes).unwrap()
 }
 
 /// A stream of samples with callchains of several depths, LOST and a COMM.

@@ -6,7 +6,7 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use perfring::records::encode::{self, SampleFields};
-use perfring::records::{Layout, Record, RecordKind, Sample};
+use perfring::records::{Layout, Record, RecordKind, Sample, SampleIdAll, U64s};
 use perfring::sys;
 
 #[derive(Arbitrary, Debug)]
@@ -34,10 +34,27 @@ fn within(input: &[u8], s: &[u8]) {
     );
 }
 
+/// An array of words hands out the same values by `next`, by `fold` (whole words) and
+/// by `get`.
+fn check_words(a: U64s<'_>) {
+    let by_next: Vec<u64> = a.iter().collect();
+    let by_fold = a.iter().fold(Vec::new(), |mut v, x| {
+        v.push(x);
+        v
+    });
+    assert_eq!(by_next, by_fold);
+    assert_eq!(by_next.len(), a.len());
+    assert!(by_next
+        .iter()
+        .enumerate()
+        .all(|(i, &x)| a.get(i) == Some(x)));
+}
+
 fn check_sample(input: &[u8], record: &[u8], s: &Sample<'_>, layout: &Layout) {
     if let Some(c) = s.callchain() {
         within(input, c.as_bytes());
         assert_eq!(c.iter().count(), c.len());
+        check_words(c);
     }
     let mut padded = true;
     if let Some(r) = s.raw() {
@@ -52,6 +69,7 @@ fn check_sample(input: &[u8], record: &[u8], s: &Sample<'_>, layout: &Layout) {
     }
     for r in [s.regs_user(), s.regs_intr()].into_iter().flatten() {
         within(input, r.regs.as_bytes());
+        check_words(r.regs);
     }
     if let Some(st) = s.stack_user() {
         within(input, st.data);
@@ -95,7 +113,7 @@ fuzz_target!(|inp: Input| {
         inp.regs_user,
         inp.regs_intr,
         branch,
-        inp.sample_id_all,
+        SampleIdAll::from(inp.sample_id_all),
     ) else {
         return;
     };

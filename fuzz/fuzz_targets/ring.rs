@@ -5,7 +5,7 @@
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use perfring::records::{Layout, Record};
+use perfring::records::{Layout, Record, SampleIdAll};
 use perfring::ring::Replay;
 
 #[derive(Arbitrary, Debug)]
@@ -26,7 +26,7 @@ fuzz_target!(|input: Input| {
         *a = *b;
     }
     let head = input.tail.wrapping_add(input.delta);
-    let layout = Layout::from_raw(u64::from(input.sample_type), 0, 0, 0, 0, true).ok();
+    let layout = Layout::from_raw(u64::from(input.sample_type), 0, 0, 0, 0, SampleIdAll::Yes).ok();
     let mut replay = Replay::new(&area, input.tail, head).expect("power of two");
     let mut handed_out = 0u64;
     loop {

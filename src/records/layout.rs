@@ -72,6 +72,28 @@ fn word(off: Option<u16>) -> Word {
     off.map_or(ABSENT, |o| o / 8)
 }
 
+/// `attr.sample_id_all`: whether records other than samples end with a `sample_id`
+/// trailer. An enum rather than a `bool` so that [`Layout::from_raw`]'s call sites say
+/// which they mean.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SampleIdAll {
+    /// `sample_id_all = 1`: every record other than a sample ends with the trailer.
+    Yes,
+    /// `sample_id_all = 0`: no trailer.
+    No,
+}
+
+impl From<bool> for SampleIdAll {
+    /// `true` is [`SampleIdAll::Yes`], as the attr's bit.
+    fn from(set: bool) -> Self {
+        if set {
+            SampleIdAll::Yes
+        } else {
+            SampleIdAll::No
+        }
+    }
+}
+
 /// The layout plan of one counter's records: built once from its `perf_event_attr`,
 /// then handed to every [`Record::parse`](super::Record::parse).
 ///
@@ -83,10 +105,10 @@ fn word(off: Option<u16>) -> Word {
 ///
 /// # Examples
 /// ```
-/// use perfring::records::Layout;
+/// use perfring::records::{Layout, SampleIdAll};
 /// use perfring::sys;
 /// let st = (sys::PERF_SAMPLE_IP | sys::PERF_SAMPLE_TID | sys::PERF_SAMPLE_TIME) as u64;
-/// let layout = Layout::from_raw(st, 0, 0, 0, 0, true)?;
+/// let layout = Layout::from_raw(st, 0, 0, 0, 0, SampleIdAll::Yes)?;
 /// // The trailer of a non-sample record: pid/tid and time.
 /// assert_eq!(layout.sample_id_size(), 16);
 /// # Ok::<(), perfring::records::DecodeError>(())
@@ -115,6 +137,10 @@ pub struct Layout {
     pub(crate) fixed_end: u16,
     /// `sample_type & VARIABLE_PART`, plus READ for a group read.
     pub(crate) variable: u64,
+    /// Word index of the callchain's `nr` when the callchain is a sample's only
+    /// variable field (the common layout), else [`ABSENT`]: `Sample::parse` then
+    /// finds the callchain, and proves every fixed field in bounds, with one test.
+    pub(crate) chain_nr: Word,
     /// Word indices of the trailer's fields from the start of the trailer.
     pub(crate) trailer: IdOffsets,
     pub(crate) trailer_size: u16,
@@ -133,12 +159,13 @@ impl Layout {
             attr.sample_regs_user,
             attr.sample_regs_intr,
             attr.branch_sample_type,
-            attr.sample_id_all() != 0,
+            SampleIdAll::from(attr.sample_id_all() != 0),
         )
     }
 
     /// The plan from the raw attr values: `sample_type`, `read_format`,
-    /// `sample_regs_user`, `sample_regs_intr`, `branch_sample_type`, `sample_id_all`.
+    /// `sample_regs_user`, `sample_regs_intr`, `branch_sample_type`, and whether
+    /// `sample_id_all` is set ([`SampleIdAll::from`] takes the attr's bit as a `bool`).
     ///
     /// # Errors
     /// [`DecodeErrorKind::UnknownFormat`] if `sample_type` or `read_format` has bits
@@ -149,8 +176,9 @@ impl Layout {
         sample_regs_user: u64,
         sample_regs_intr: u64,
         branch_sample_type: u64,
-        sample_id_all: bool,
+        sample_id_all: SampleIdAll,
     ) -> Result<Self, DecodeError> {
+        let sample_id_all = sample_id_all == SampleIdAll::Yes;
         let unknown = sample_type & !KNOWN_SAMPLE_TYPE;
         if unknown != 0 {
             return Err(DecodeError::new(
@@ -253,6 +281,11 @@ impl Layout {
             },
             fixed_end,
             variable,
+            chain_nr: if variable == u64::from(sys::PERF_SAMPLE_CALLCHAIN) {
+                fixed_end / 8
+            } else {
+                ABSENT
+            },
             trailer,
             trailer_size,
         })

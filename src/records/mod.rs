@@ -12,11 +12,11 @@
 //!
 //! # Examples
 //! ```
-//! use perfring::records::{encode, Layout, Record, RecordKind};
+//! use perfring::records::{encode, Layout, Record, RecordKind, SampleIdAll};
 //! use perfring::sys;
 //!
 //! let st = sys::PERF_SAMPLE_IP | sys::PERF_SAMPLE_TID | sys::PERF_SAMPLE_CALLCHAIN;
-//! let layout = Layout::from_raw(st.into(), 0, 0, 0, 0, true)?;
+//! let layout = Layout::from_raw(st.into(), 0, 0, 0, 0, SampleIdAll::Yes)?;
 //!
 //! // What the kernel would write (here, from the test encoder).
 //! let mut ring = Vec::new();
@@ -49,7 +49,7 @@ mod sample;
 mod view;
 
 pub use error::{DecodeError, DecodeErrorKind};
-pub use layout::{Layout, BRANCH_COUNTERS, FORMAT_LOST};
+pub use layout::{Layout, SampleIdAll, BRANCH_COUNTERS, FORMAT_LOST};
 pub use other::{
     Aux, AuxOutputHwId, BpfEvent, Cgroup, Comm, ItraceStart, Ksymbol, Lost, LostSamples, Mmap,
     Mmap2, Mmap2File, Namespaces, Read, SwitchCpuWide, Task, TextPoke, Throttle,
@@ -140,9 +140,9 @@ impl<'a> Record<'a> {
     ///
     /// # Examples
     /// ```
-    /// use perfring::records::{encode, Layout, Record, RecordKind};
+    /// use perfring::records::{encode, Layout, Record, RecordKind, SampleIdAll};
     /// use perfring::sys;
-    /// let layout = Layout::from_raw(sys::PERF_SAMPLE_TIME.into(), 0, 0, 0, 0, true)?;
+    /// let layout = Layout::from_raw(sys::PERF_SAMPLE_TIME.into(), 0, 0, 0, 0, SampleIdAll::Yes)?;
     /// let mut bytes = Vec::new();
     /// let ids = encode::Ids { time: 99, ..Default::default() };
     /// encode::lost(&mut bytes, &layout, 0, 3, 12, &ids); // id 3, 12 lost
@@ -169,6 +169,16 @@ impl<'a> Record<'a> {
         let Ok((h, _)) = sys::perf_event_header::read_from_prefix(bytes) else {
             return Err(Self::bad_header(bytes, 0));
         };
+        Self::parse_header(bytes, h, layout)
+    }
+
+    /// `parse_front` with the header already read from the start of `bytes`.
+    #[inline(always)]
+    fn parse_header(
+        bytes: &'a [u8],
+        h: sys::perf_event_header,
+        layout: &'a Layout,
+    ) -> Result<(Self, &'a [u8]), DecodeError> {
         let size = usize::from(h.size);
         // `size >= 8 && size % 8 == 0` as one test: `size - 8` wraps to a huge value
         // below 8, and keeps the low bits otherwise (the mask is an imm32 on x86-64).
@@ -302,17 +312,17 @@ impl<'a> Record<'a> {
     /// as it goes it hints the bytes 8 KiB ahead into the cache, so that each new page
     /// is on its way from memory before the walk reaches it.
     ///
-    /// Measured with the decode bench (`DECODE_BENCH_MIN=300`, builds with and without
-    /// hints run in turn): on its 64 MiB stream the hints took perfring from 0.60-0.77
-    /// of a `u64` scan's bandwidth to 0.76-0.86; on its 512 KiB window, which is in the
-    /// cache, they cost 5-10%, which is why [`iter`](Self::iter) gives none.
+    /// Measured with the decode bench (thin-LTO build, `DECODE_BENCH_MIN=1000`, `iter`
+    /// and `iter_large` in turn): on its 64 MiB stream the hints take perfring from
+    /// 5.96-5.99 ms to 5.64-5.65 ms; on its 512 KiB window, which is in the cache,
+    /// they cost about 5%, which is why [`iter`](Self::iter) gives none.
     ///
     /// # Examples
     /// ```
-    /// use perfring::records::{encode, Layout, Record};
+    /// use perfring::records::{encode, Layout, Record, SampleIdAll};
     /// use perfring::sys;
     ///
-    /// let layout = Layout::from_raw(sys::PERF_SAMPLE_IP.into(), 0, 0, 0, 0, false)?;
+    /// let layout = Layout::from_raw(sys::PERF_SAMPLE_IP.into(), 0, 0, 0, 0, SampleIdAll::No)?;
     /// // A long stream, as a perf.data file's data section would hold.
     /// let mut data = Vec::new();
     /// for ip in 0..100_000u64 {
@@ -444,9 +454,11 @@ impl<'a, const HINTS: bool> Iterator for Records<'a, HINTS> {
     // Always inlined, like `Record::parse`.
     #[inline(always)]
     fn next(&mut self) -> Option<Self::Item> {
-        if self.rest.is_empty() {
-            return None;
-        }
+        // One length test per record: a whole header, or the end of the stream (or a
+        // truncated header, the error of the cold path).
+        let Ok((h, _)) = sys::perf_event_header::read_from_prefix(self.rest) else {
+            return self.end();
+        };
         // One length test for the three hints (each `prefetch_read`'s own check then
         // folds away); none within their reach of the end.
         if HINTS && self.rest.len() > PREFETCH_AHEAD + 128 {
@@ -454,7 +466,7 @@ impl<'a, const HINTS: bool> Iterator for Records<'a, HINTS> {
             sys::prefetch_read(self.rest, PREFETCH_AHEAD + 64);
             sys::prefetch_read(self.rest, PREFETCH_AHEAD + 128);
         }
-        match Record::parse_front(self.rest, self.layout) {
+        match Record::parse_header(self.rest, h, self.layout) {
             Ok((r, rest)) => {
                 self.rest = rest;
                 Some(Ok(r))
@@ -464,6 +476,20 @@ impl<'a, const HINTS: bool> Iterator for Records<'a, HINTS> {
                 Some(Err(e))
             }
         }
+    }
+}
+
+impl<'a, const HINTS: bool> Records<'a, HINTS> {
+    /// Fewer bytes than a header are left: the end of the stream, or (if any) a
+    /// truncated header, which is an error.
+    #[cold]
+    fn end(&mut self) -> Option<Result<Record<'a>, DecodeError>> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let e = Record::bad_header(self.rest, 0);
+        self.rest = &[];
+        Some(Err(e))
     }
 }
 

@@ -5,7 +5,7 @@ use std::fmt;
 use zerocopy::FromBytes;
 
 use super::error::DecodeError;
-use super::layout::Layout;
+use super::layout::{Layout, Word, ABSENT};
 use super::view::{
     read_len, u32_at, u32_hi, u32_lo, u64_at, u64_word, Array, Misc, ReadValues, SampleId, U64s,
 };
@@ -35,7 +35,7 @@ pub struct Sample<'a> {
     /// forwarding when the record went through memory, and cost a check per call.)
     /// The offsets of later variable fields are found again by [`walk`] when asked
     /// for: they are rare, and this keeps a sample small.
-    chain: Option<&'a [u8]>,
+    chain: Option<&'a [[u8; 8]]>,
 }
 
 /// Walks the variable part, checking each length against the record.
@@ -172,20 +172,36 @@ fn walk(b: &[u8], layout: &Layout, stop: u64) -> Result<usize, DecodeError> {
     Ok(w.at)
 }
 
-/// The callchain's entries (after its `nr` at `at`), checked to lie inside the record.
-#[inline(always)]
-fn chain_ips(b: &[u8], at: usize) -> Result<&[u8], DecodeError> {
+/// The callchain's entries (after its `nr` at byte `at`), checked to lie inside the
+/// record.
+fn chain_ips(b: &[u8], at: usize) -> Result<&[[u8; 8]], DecodeError> {
     let Some(nr) = u64_at(b, at) else {
         return Err(chain_short(b, at, None));
     };
     // The `u64_at` above makes `b.len() >= at + 8`.
     let ips = b.get(at + 8..).unwrap_or_default();
-    // Counted in whole words, `nr` needs one comparison: no `nr * 8` to guard
-    // against overflow.
     let (words, _) = ips.as_chunks::<8>();
     match usize::try_from(nr).ok().and_then(|n| words.get(..n)) {
-        Some(ips) => Ok(ips.as_flattened()),
+        Some(ips) => Ok(ips),
         None => Err(chain_short(b, at, Some(nr))),
+    }
+}
+
+/// The callchain of the common layout, whose `nr` is word `nr_at` (the first after
+/// the fixed fields) and whose entries end the record. Counted in whole words, the
+/// record needs two comparisons: `nr_at` inside it (which proves every fixed field
+/// in bounds too) and `nr` entries after it; no `nr * 8` to guard against overflow.
+#[inline(always)]
+fn chain_words(b: &[u8], nr_at: Word) -> Result<&[[u8; 8]], DecodeError> {
+    let (words, _) = b.as_chunks::<8>();
+    let at = usize::from(nr_at);
+    let Some((nr, ips)) = words.get(at..).and_then(<[_]>::split_first) else {
+        return Err(chain_short(b, 8 * at, None));
+    };
+    let nr = u64::from_ne_bytes(*nr);
+    match usize::try_from(nr).ok().and_then(|n| ips.get(..n)) {
+        Some(ips) => Ok(ips),
+        None => Err(chain_short(b, 8 * at, Some(nr))),
     }
 }
 
@@ -210,7 +226,10 @@ fn chain_short(b: &[u8], at: usize, nr: Option<u64>) -> DecodeError {
 
 /// `Sample::parse` for the layouts with variable fields other than a lone callchain:
 /// checks them all and returns the callchain's entries (`None`: not recorded).
-fn locate_variable<'a>(bytes: &'a [u8], layout: &Layout) -> Result<Option<&'a [u8]>, DecodeError> {
+fn locate_variable<'a>(
+    bytes: &'a [u8],
+    layout: &Layout,
+) -> Result<Option<&'a [[u8; 8]]>, DecodeError> {
     let fixed = usize::from(layout.fixed_end);
     if bytes.len() < fixed {
         return Err(DecodeError::truncated(
@@ -233,13 +252,10 @@ impl<'a> Sample<'a> {
     /// says), checking every field's bounds.
     #[inline(always)]
     pub(crate) fn parse(bytes: &'a [u8], layout: &'a Layout) -> Result<Self, DecodeError> {
-        let fixed = usize::from(layout.fixed_end);
-        let v = layout.variable;
-        let chain = if v == u64::from(sys::PERF_SAMPLE_CALLCHAIN) {
-            // The common case: fixed fields, then only the callchain, whose `nr` is
-            // right after them (and whose check covers the fixed fields too).
-            Some(chain_ips(bytes, fixed)?)
-        } else if v == 0 && bytes.len() >= fixed {
+        let chain = if layout.chain_nr != ABSENT {
+            // The common case: fixed fields, then only the callchain.
+            Some(chain_words(bytes, layout.chain_nr)?)
+        } else if layout.variable == 0 && bytes.len() >= usize::from(layout.fixed_end) {
             None
         } else {
             locate_variable(bytes, layout)?
@@ -355,7 +371,8 @@ impl<'a> Sample<'a> {
     /// markers between the kernel and user parts.
     #[inline]
     pub fn callchain(&self) -> Option<U64s<'a>> {
-        self.chain.map(Array::new_unchecked_len)
+        self.chain
+            .map(|ips| Array::new_unchecked_len(ips.as_flattened()))
     }
 
     /// `PERF_SAMPLE_RAW`: the raw data (for tracepoints, the event's fields), including
