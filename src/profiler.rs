@@ -135,7 +135,10 @@ impl Resolver {
                 TargetImage::Process(*pid),
                 crate::proc::exe(crate::proc::tgid(*pid).unwrap_or(*pid)),
             ),
-            _ => (TargetImage::None, None),
+            Target::Cpus(cpus) => {
+                check_cpus(cpus)?;
+                (TargetImage::None, None)
+            }
         };
         Ok(Resolver {
             image,
@@ -167,6 +170,30 @@ impl Resolver {
             other => other,
         }
     }
+}
+
+/// Every CPU in `cpus` is online; else an error naming the ones that are not and the
+/// ones there are.
+fn check_cpus(cpus: &[i32]) -> Result<()> {
+    let online = crate::counter::online_cpus()?;
+    let missing: Vec<String> = cpus
+        .iter()
+        .filter(|c| !online.contains(c))
+        .map(i32::to_string)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let there: Vec<String> = online.iter().map(i32::to_string).collect();
+    Err(Error::new(
+        ErrorKind::NotFound,
+        format!("watch CPU {}", missing.join(", ")),
+        format!(
+            "no such CPU online: this machine has CPU {}",
+            there.join(", ")
+        ),
+    )
+    .with_fix("give CPUs that exist (-C 0-1), or every one (-a)"))
 }
 
 /// The event used when none is given: `cycles` where a hardware PMU counts it, else

@@ -96,8 +96,10 @@ pub struct WatchArgs {
     pub pid: Option<i32>,
     /// `-t TID`.
     pub tid: Option<i32>,
-    /// `-C CPU`.
-    pub cpu: Option<i32>,
+    /// `-C LIST` (repeatable: `-C 0-3,6 -C 8`) or `-a` (every online CPU).
+    pub cpus: Option<Vec<i32>>,
+    /// `--duration SECS`: end after this long.
+    pub duration: Option<std::time::Duration>,
     /// `-g` (`fp`) or `--call-graph fp|dwarf[,BYTES]`: each overflow's call stack.
     pub call_graph: Option<perfring::unwind::CallGraph>,
     /// The command and its arguments.
@@ -111,16 +113,18 @@ impl WatchArgs {
     /// The session's target: the command, `-p`, `-t` or `-C` (checked: exactly one).
     pub fn target(&self) -> Result<perfring::sampler::Target, Failure> {
         use perfring::sampler::Target as T;
-        Ok(match (&self.command[..], self.pid, self.tid, self.cpu) {
-            ([_, ..], ..) => perfring::profiler::command(&self.command)
-                .ok_or_else(|| usage("no command given"))?,
-            ([], Some(pid), _, _) => T::Pid(pid),
-            ([], None, Some(tid), _) => T::Tid(tid),
-            ([], None, None, Some(cpu)) => T::Cpus(vec![cpu]),
-            ([], None, None, None) => {
-                return Err(usage("nothing to watch: give a command, -p, -t or -C"))
-            }
-        })
+        Ok(
+            match (&self.command[..], self.pid, self.tid, self.cpus.clone()) {
+                ([_, ..], ..) => perfring::profiler::command(&self.command)
+                    .ok_or_else(|| usage("no command given"))?,
+                ([], Some(pid), _, _) => T::Pid(pid),
+                ([], None, Some(tid), _) => T::Tid(tid),
+                ([], None, None, Some(cpus)) => T::Cpus(cpus),
+                ([], None, None, None) => {
+                    return Err(usage("nothing to watch: give a command, -p, -t or -C"))
+                }
+            },
+        )
     }
 
     /// The session these flags describe — target, events (without `-e`, the default
@@ -581,7 +585,7 @@ fn parse_watch(p: &mut Parser) -> Result<Command, Failure> {
         }
     }
     check_sampling(&w, "watch")?;
-    if w.cpu.is_some() && (w.signal.is_some() || w.stop_at.is_some()) {
+    if w.cpus.is_some() && (w.signal.is_some() || w.stop_at.is_some()) {
         return Err(usage(
             "watch: --signal and --stop-at act on the thread that overflowed, which with -C may be any process; watch -p PID, -t TID or a command instead",
         ));
@@ -600,7 +604,7 @@ fn parse_watch(p: &mut Parser) -> Result<Command, Failure> {
                 (w.period.is_some(), "-c"),
                 (w.frequency.is_some(), "-F"),
                 (w.budget.is_some(), "--budget"),
-                (w.cpu.is_some(), "-C"),
+                (w.cpus.is_some(), "-C"),
             ];
             if let Some((_, flag)) = conflict.iter().find(|(set, _)| *set) {
                 return Err(usage(format!(
@@ -737,7 +741,29 @@ fn take_sampling(flag: &Flag, p: &mut Parser, w: &mut WatchArgs) -> Result<bool,
         (Flag::Short('m'), _) | (_, "mmap-pages") => w.pages = Some(positive(p, "-m")?),
         (Flag::Short('p'), _) | (_, "pid") => w.pid = Some(number(p, "-p")?),
         (Flag::Short('t'), _) | (_, "tid") => w.tid = Some(number(p, "-t")?),
-        (Flag::Short('C'), _) | (_, "cpu") => w.cpu = Some(number(p, "-C")?),
+        (Flag::Short('C'), _) | (_, "cpu") => {
+            let list = string(p, "-C")?;
+            let more = perfring::counter::parse_cpu_list(&list).ok_or_else(|| {
+                usage(format!(
+                    "-C {list:?}: expected CPU numbers and ranges, e.g. -C 0-3,6"
+                ))
+            })?;
+            merge_cpus(w, more);
+        }
+        (Flag::Short('a'), _) | (_, "all-cpus") => {
+            let all = perfring::counter::online_cpus().map_err(Failure::Runtime)?;
+            merge_cpus(w, all);
+        }
+        (_, "duration") => {
+            // Seconds, as perf and `stat --duration` take them, or with a unit.
+            let v = string(p, "--duration")?;
+            w.duration = Some(match v.parse::<f64>() {
+                Ok(secs) if secs > 0.0 && secs.is_finite() => {
+                    std::time::Duration::from_secs_f64(secs)
+                }
+                _ => parse_duration(&v, "--duration")?,
+            });
+        }
         (Flag::Value(program), _) => {
             // The command's own flags are its business, not ours.
             w.command.push(program.clone());
@@ -748,20 +774,28 @@ fn take_sampling(flag: &Flag, p: &mut Parser, w: &mut WatchArgs) -> Result<bool,
     Ok(true)
 }
 
+/// Adds `more` to the CPUs given so far (`-C` may be repeated, and `-a` is every one).
+fn merge_cpus(w: &mut WatchArgs, more: Vec<i32>) {
+    let cpus = w.cpus.get_or_insert_with(Vec::new);
+    cpus.extend(more);
+    cpus.sort_unstable();
+    cpus.dedup();
+}
+
 /// One target, and not both `-c` and `-F`.
 fn check_sampling(w: &WatchArgs, command: &str) -> Result<(), Failure> {
     let targets = usize::from(w.pid.is_some())
         + usize::from(w.tid.is_some())
-        + usize::from(w.cpu.is_some())
+        + usize::from(w.cpus.is_some())
         + usize::from(!w.command.is_empty());
     if targets == 0 {
         return Err(usage(format!(
-            "{command}: nothing to {command}: give a command (perfring {command} -e EVENT -- COMMAND ARGS), -p PID, -t TID or -C CPU"
+            "{command}: nothing to {command}: give a command (perfring {command} -e EVENT -- COMMAND ARGS), -p PID, -t TID, -C CPUS or -a"
         )));
     }
     if targets > 1 {
         return Err(usage(format!(
-            "{command}: give one target: -p PID, -t TID, -C CPU or a command (-- COMMAND ARGS)"
+            "{command}: give one target: -p PID, -t TID, -C CPUS (or -a) or a command (-- COMMAND ARGS)"
         )));
     }
     if w.period.is_some() && w.frequency.is_some() {

@@ -50,6 +50,15 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
 
     let mut interrupted = 0;
     let end: Result<End, Failure> = loop {
+        if w.duration.is_some_and(|d| started.0.elapsed() >= d) {
+            // A command is ended, as `perf record -- cmd` with a timeout would; a
+            // process or CPUs are left as they are.
+            break Ok(if spawned {
+                End::Stopped
+            } else {
+                End::Interrupted
+            });
+        }
         if let Err(e) = profiler.poll(Some(TICK), |_| Flow::Continue) {
             break Err(Failure::Runtime(e));
         }

@@ -195,6 +195,8 @@ enum Why {
     BudgetSpent,
     /// `--stop-at`, `--stop-after`, or our stdout was closed: we ended it.
     Ours,
+    /// `--duration` passed: a command is ended, a process or CPUs left as they are.
+    Duration,
 }
 
 /// Runs `watch` to the end and returns the command's exit code, if it is to be ours.
@@ -268,6 +270,8 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
         (None, Why::TargetExited) => End::TargetExited,
         (None, Why::Interrupted | Why::BudgetSpent) => End::Interrupted,
         (None, Why::Ours) => End::Stopped,
+        (None, Why::Duration) if spawned => End::Stopped,
+        (None, Why::Duration) => End::Interrupted,
     };
     let report = profiler.finish(end);
     drop(interrupts);
@@ -324,7 +328,11 @@ fn watch_loop(
     interrupts: &Interrupts,
 ) -> Result<Why, Failure> {
     let stdout = std::io::stdout();
+    let started = Instant::now();
     loop {
+        if args.duration.is_some_and(|d| started.elapsed() >= d) {
+            return Ok(Why::Duration);
+        }
         // Readiness is consumed by the poll: the session drains every ring.
         profiler
             .poll(Some(TICK), |d| actions.each(d))
