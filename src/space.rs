@@ -61,9 +61,11 @@ impl Mapping {
         addr.wrapping_sub(self.start).wrapping_add(self.pgoff)
     }
 
-    /// Whether the mapping names a file (rather than `[vdso]`, `//anon`, ...).
+    /// Whether the mapping names a file (rather than `[vdso]`, `//anon`, a `memfd:`,
+    /// ...): one that can be opened by its name to read its symbols.
     pub fn is_file(&self) -> bool {
-        self.path.is_absolute()
+        let p = self.path.as_os_str().as_encoded_bytes();
+        p.starts_with(b"/") && !p.starts_with(b"//") && !p.starts_with(b"/memfd:")
     }
 
     /// Whether `addr` is inside.

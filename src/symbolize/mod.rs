@@ -1,6 +1,7 @@
 //! Naming the frames of a sample with [`blazesym`]: ELF and DWARF symbols, file:line,
 //! inlined frames, Rust and C++ demangling, debug files found by build id and
-//! `.gnu_debuglink` under `/usr/lib/debug` — the one symbolizer of the crate.
+//! `.gnu_debuglink` under `/usr/lib/debug` — the one symbolizer of the crate; and
+//! JIT-compiled code from the runtime's `/tmp/perf-PID.map` (`jit.rs`).
 //!
 //! [`Symbolizer`] turns an address of a process into [`Frame`]s — one per inlined
 //! function at that address, then the function itself — through the mapping that holds
@@ -40,6 +41,8 @@ use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{Input, Sym, Symbolized};
 
 use crate::space::{AddressSpaces, KernelSymbols, Mapping};
+
+mod jit;
 use crate::unwind::RawFrame;
 
 /// Cached lookups beyond which the cache is emptied (a bound on memory, not a tuning).
@@ -114,6 +117,8 @@ pub struct Symbolizer {
     inner: blazesym::symbolize::Symbolizer,
     cache: HashMap<(Arc<Path>, u64), Arc<[Named]>>,
     kernel: Option<KernelSymbols>,
+    /// JIT-compiled code's names, per process.
+    jit: jit::PerfMaps,
     /// Per path: whether the file on disk has the build id the kernel reported.
     build_ids: HashMap<(Arc<Path>, Vec<u8>), bool>,
 }
@@ -143,6 +148,7 @@ impl Symbolizer {
                 .build(),
             cache: HashMap::new(),
             kernel: None,
+            jit: jit::PerfMaps::default(),
             build_ids: HashMap::new(),
         }
     }
@@ -183,10 +189,15 @@ impl Symbolizer {
             push(out, raw, adjust, &named, Some("[kernel.kallsyms]"), None);
             return;
         }
-        let Some(m) = spaces.mapping(pid, lookup) else {
-            push(out, raw, adjust, &[], None, None);
+        let mapping = spaces.mapping(pid, lookup);
+        if mapping.is_none_or(|m| !m.is_file()) {
+            // Anonymous code: JIT-compiled, named from the runtime's perf map if any.
+            let named = self.jit_names(pid, lookup);
+            let dso = mapping.map(|m| m.path.to_string_lossy().into_owned());
+            push(out, raw, adjust, &named, dso.as_deref(), mapping);
             return;
-        };
+        }
+        let Some(m) = mapping else { return };
         let dso = m.path.to_string_lossy().into_owned();
         let named = if m.is_file() && self.build_id_matches(m) {
             self.file_names(&m.path, m.file_offset(lookup))
@@ -246,6 +257,19 @@ impl Symbolizer {
         }
         self.cache.insert((path.clone(), offset), named.clone());
         named
+    }
+
+    fn jit_names(&mut self, pid: u32, addr: u64) -> Arc<[Named]> {
+        match self.jit.lookup(pid, addr) {
+            Some((name, off)) => Arc::from(vec![Named {
+                sym: name.to_string(),
+                off: Some(off),
+                file: None,
+                line: None,
+                inlined: false,
+            }]),
+            None => Arc::from(Vec::new()),
+        }
     }
 
     fn kernel_names(&mut self, addr: u64) -> Arc<[Named]> {
