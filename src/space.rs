@@ -318,16 +318,19 @@ impl AddressSpaces {
 
     fn add(&mut self, pid: u32, addr: u64, len: u64, pgoff: u64, name: &[u8], id: Option<&[u8]>) {
         let name = String::from_utf8_lossy(name);
-        self.insert(
-            pid,
-            Mapping {
-                start: addr,
-                end: addr.saturating_add(len),
-                pgoff,
-                path: Arc::from(Path::new(name.as_ref())),
-                build_id: id.filter(|id| !id.is_empty()).map(Arc::from),
-            },
-        );
+        let m = Mapping {
+            start: addr,
+            end: addr.saturating_add(len),
+            pgoff,
+            path: Arc::from(Path::new(name.as_ref())),
+            build_id: id.filter(|id| !id.is_empty()).map(Arc::from),
+        };
+        if m.is_file() {
+            // A container's file is opened now, while its process lives: it is read
+            // through its root later, however soon the process exits.
+            file_of(pid, &m.path);
+        }
+        self.insert(pid, m);
     }
 
     /// Process `pid`'s space, if any record or [`attach`](Self::attach) named it.
@@ -356,6 +359,71 @@ impl AddressSpaces {
     pub fn forget_exited(&mut self) {
         self.procs.retain(|_, p| !p.exited);
     }
+}
+
+/// Where the bytes of `path`, as process `pid` names it in its mappings, can be read.
+///
+/// A process in another mount namespace (a container) or under another root
+/// (`chroot`) names files that are not ours at the same path: they are read through
+/// `/proc/PID/root`, and kept open, so that they can be read again after the process
+/// is gone (the path returned is then `/proc/self/fd/N`). For a process that shares our
+/// root, and once nothing better is known, `path` itself.
+///
+/// # Examples
+/// ```
+/// use std::path::Path;
+/// let me = std::process::id();
+/// let exe = std::env::current_exe().unwrap();
+/// assert_eq!(&*perfring::space::file_of(me, &exe), exe.as_path());
+/// ```
+pub fn file_of(pid: u32, path: &Path) -> Arc<Path> {
+    use std::sync::{Mutex, OnceLock};
+    /// Files of other roots, opened: by (root identity, path); and where each process
+    /// found them, by (pid, path), for when it is gone and its root cannot be told.
+    type Opened = HashMap<(String, Arc<Path>), (std::fs::File, Arc<Path>)>;
+    static OPENED: OnceLock<Mutex<(Opened, HashMap<(u32, Arc<Path>), Arc<Path>>)>> =
+        OnceLock::new();
+    /// Beyond this many held files no more are opened: a bound on descriptors.
+    const HELD: usize = 1024;
+    let opened = OPENED.get_or_init(|| Mutex::new((HashMap::new(), HashMap::new())));
+    let mut opened = opened.lock().unwrap_or_else(|p| p.into_inner());
+    let (files, by_pid) = &mut *opened;
+    let Some(root) = foreign_root(pid) else {
+        return by_pid
+            .get(&(pid, Arc::from(path)))
+            .cloned()
+            .unwrap_or_else(|| Arc::from(path));
+    };
+    let key = (root, Arc::<Path>::from(path));
+    if let Some((_, at)) = files.get(&key) {
+        by_pid.insert((pid, key.1.clone()), at.clone());
+        return at.clone();
+    }
+    let inside =
+        Path::new(&format!("/proc/{pid}/root")).join(path.strip_prefix("/").unwrap_or(path));
+    match std::fs::File::open(&inside) {
+        Ok(file) if files.len() < HELD => {
+            use std::os::fd::AsRawFd;
+            let at: Arc<Path> =
+                Arc::from(Path::new(&format!("/proc/self/fd/{}", file.as_raw_fd())));
+            by_pid.insert((pid, key.1.clone()), at.clone());
+            files.insert(key, (file, at.clone()));
+            at
+        }
+        Ok(_) => Arc::from(inside.as_path()),
+        Err(_) => Arc::from(path),
+    }
+}
+
+/// What tells process `pid`'s root apart from ours (its mount namespace and its root
+/// directory), when it differs; `None` when it is ours or cannot be told.
+fn foreign_root(pid: u32) -> Option<String> {
+    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/mnt")).ok();
+    let root = |p: &str| std::fs::read_link(format!("/proc/{p}/root")).ok();
+    let (their_ns, our_ns) = (ns(&pid.to_string())?, ns("self")?);
+    let (their_root, our_root) = (root(&pid.to_string())?, root("self")?);
+    (their_ns != our_ns || their_root != our_root)
+        .then(|| format!("{}{}", their_ns.display(), their_root.display()))
 }
 
 /// The kernel's function symbols, from `/proc/kallsyms`, sorted by address.
@@ -410,6 +478,32 @@ impl KernelSymbols {
     pub fn lookup(&self, addr: u64) -> Option<(&str, u64)> {
         let i = self.table.partition_point(|(a, _)| *a <= addr);
         self.table[..i].last().map(|(a, n)| (&**n, addr - a))
+    }
+
+    /// Where the kernel's text is (`_text` to `_etext`), read from `/proc/kallsyms`
+    /// without building the table (what a recording's first records need at once).
+    pub fn text() -> Option<(u64, u64)> {
+        use std::io::BufRead;
+        let f = std::fs::File::open("/proc/kallsyms").ok()?;
+        let (mut start, mut end) = (None, None);
+        for line in std::io::BufReader::new(f).lines() {
+            let line = line.ok()?;
+            let mut fields = line.split_whitespace();
+            let (Some(addr), Some(_), Some(name), None) =
+                (fields.next(), fields.next(), fields.next(), fields.next())
+            else {
+                continue;
+            };
+            match name {
+                "_text" => start = u64::from_str_radix(addr, 16).ok().filter(|&a| a != 0),
+                "_etext" => end = u64::from_str_radix(addr, 16).ok().filter(|&a| a != 0),
+                _ => continue,
+            }
+            if let (Some(s), Some(e)) = (start, end) {
+                return (s < e).then_some((s, e));
+            }
+        }
+        None
     }
 
     /// The address of symbol `name` (e.g. `_text`, `_etext`).

@@ -167,7 +167,13 @@ pub struct Streamer<S: Sink> {
     thread: Option<JoinHandle<(S, Result<()>)>>,
     stats: StreamStats,
     pending_lost: u64,
+    /// When a chunk last went to the writer.
+    handed: std::time::Instant,
 }
+
+/// The longest a round waits on the draining side for its chunk to fill: the writer
+/// sees every record within this (and names a process's samples while it lives).
+const ROUND_LATENCY: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl<S: Sink> std::fmt::Debug for Streamer<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -219,6 +225,7 @@ impl<S: Sink> Streamer<S> {
             thread: Some(thread),
             stats: StreamStats::default(),
             pending_lost: 0,
+            handed: std::time::Instant::now(),
         })
     }
 
@@ -274,7 +281,9 @@ impl<S: Sink> Streamer<S> {
         if !self.chunk.is_empty() && self.chunk.events.last() != Some(&NO_EVENT) {
             self.chunk.push(NO_EVENT, &marker);
         }
-        if self.chunk.bytes.len() >= self.size.chunk_bytes / 4 {
+        if self.chunk.bytes.len() >= self.size.chunk_bytes / 4
+            || self.handed.elapsed() >= ROUND_LATENCY
+        {
             self.hand_over(false)?;
         }
         Ok(())
@@ -319,6 +328,7 @@ impl<S: Sink> Streamer<S> {
         if len == 0 && (self.pending_lost == 0 || !force) {
             return Ok(());
         }
+        self.handed = std::time::Instant::now();
         let records = self.chunk.events.len() as u64;
         // ATOMICS: `queued` is only a byte count shared with the writer (which
         // subtracts what it has written); AcqRel keeps it exact, nothing else pairs.

@@ -126,13 +126,9 @@ pub fn relayout(record: &Record<'_>, layout: &Layout, id: u64, out: &mut Vec<u8>
 /// kernel maps are missing. Returns false (appending nothing) when the addresses are
 /// hidden (`kptr_restrict`: they read as zero).
 pub fn synthesize_kernel(layout: &Layout, id: u64, out: &mut Vec<u8>) -> bool {
-    let table = KernelSymbols::shared();
-    let (Some(start), Some(end)) = (table.address_of("_text"), table.address_of("_etext")) else {
+    let Some((start, end)) = KernelSymbols::text() else {
         return false;
     };
-    if end <= start {
-        return false;
-    }
     let ids = encode::Ids {
         pid: u32::MAX,
         id,

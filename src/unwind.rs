@@ -563,10 +563,12 @@ impl Unwinder {
             }
         }
         for (path, start, end, pgoff) in spans {
+            // The file as the process sees it (a container's, through its root).
+            let file = crate::space::file_of(pid, &path);
             let info = self
                 .files
-                .entry(path.clone())
-                .or_insert_with(|| ElfUnwindInfo::load(&path).map(Arc::new))
+                .entry(file.clone())
+                .or_insert_with(|| ElfUnwindInfo::load(&file).map(Arc::new))
                 .clone();
             let Some(info) = info else { continue };
             let first = space

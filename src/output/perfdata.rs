@@ -81,8 +81,12 @@ pub struct PerfData {
     data_offset: u64,
     /// Bytes of whole records written to the data section.
     data_size: u64,
-    /// Executable files mapped by user space (from MMAP/MMAP2 records), for build ids.
-    mapped: BTreeMap<Vec<u8>, ()>,
+    /// Executable files mapped by user space (from MMAP/MMAP2 records): (name, build
+    /// id) → where the bytes were read (a container's file, through its root), for the
+    /// `BUILD_ID` feature and perf's build-id cache.
+    mapped: BTreeMap<(Vec<u8>, Vec<u8>), std::sync::Arc<Path>>,
+    /// Build ids already read, by where the bytes are.
+    ids: std::collections::HashMap<std::sync::Arc<Path>, Option<Vec<u8>>>,
     records: u64,
     lost: u64,
     finished: bool,
@@ -283,6 +287,7 @@ impl PerfData {
             data_offset: 0,
             data_size: 0,
             mapped: BTreeMap::new(),
+            ids: std::collections::HashMap::new(),
             records: 0,
             lost: 0,
             finished: false,
@@ -494,12 +499,89 @@ impl PerfData {
             if let (Some(at), true, false) = (name_at, user, data) {
                 if let Some(tail) = rec.get(at..) {
                     let name = &tail[..tail.iter().position(|&b| b == 0).unwrap_or(tail.len())];
-                    if name.starts_with(b"/") {
-                        self.mapped.insert(name.to_vec(), ());
-                    }
+                    let from_record = (ty == sys::PERF_RECORD_MMAP2
+                        && u32::from(misc) & sys::PERF_RECORD_MISC_MMAP_BUILD_ID != 0)
+                        .then(|| {
+                            // build_id_size, 3 reserved bytes, build_id[20], at 40.
+                            let n = usize::from(*rec.get(40)?).min(20);
+                            rec.get(44..44 + n).map(<[u8]>::to_vec)
+                        })
+                        .flatten();
+                    let pid = rec
+                        .get(8..12)
+                        .map_or(0, |b| u32::from_ne_bytes(b.try_into().unwrap()));
+                    self.note_file(pid, name, from_record);
                 }
             }
             off += size;
+        }
+    }
+
+    /// Notes a file mapped by process `pid`, with its build id as the kernel reported it
+    /// or as the file, read now through the process's root while it lives, says.
+    fn note_file(&mut self, pid: u32, name: &[u8], build_id: Option<Vec<u8>>) {
+        let path = Path::new(<std::ffi::OsStr as OsStrExt>::from_bytes(name));
+        let is_file = crate::space::Mapping {
+            start: 0,
+            end: 0,
+            pgoff: 0,
+            path: std::sync::Arc::from(path),
+            build_id: None,
+        }
+        .is_file();
+        if !is_file {
+            return;
+        }
+        let at = crate::space::file_of(pid, path);
+        let id = match build_id {
+            Some(id) => Some(id),
+            None => self
+                .ids
+                .entry(at.clone())
+                .or_insert_with(|| {
+                    crate::elf::ElfFile::open(&*at)
+                        .ok()
+                        .and_then(|f| f.build_id().map(<[u8]>::to_vec))
+                })
+                .clone(),
+        };
+        if let Some(id) = id {
+            self.mapped.entry((name.to_vec(), id)).or_insert(at);
+        }
+    }
+
+    /// Copies the files read through a container's root into perf's build-id cache
+    /// (`~/.debug`, perf's default `buildid.dir`), as `perf record` does with what it
+    /// records: `perf report` finds them there by build id once the container is gone.
+    fn cache_foreign_files(&self) {
+        let Some(cache) = std::env::var_os("HOME").map(|h| Path::new(&h).join(".debug")) else {
+            return;
+        };
+        for ((name, id), at) in &self.mapped {
+            let path = Path::new(<std::ffi::OsStr as OsStrExt>::from_bytes(name));
+            let ours = crate::elf::ElfFile::open(path)
+                .ok()
+                .and_then(|f| f.build_id().map(<[u8]>::to_vec));
+            if &**at == path || ours.as_ref() == Some(id) {
+                continue; // the file perf finds at that path is the one recorded
+            }
+            let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+            if hex.len() < 3 {
+                continue;
+            }
+            let rel = path.strip_prefix("/").unwrap_or(path);
+            let dir = cache.join(rel).join(&hex);
+            let link_dir = cache.join(".build-id").join(&hex[..2]);
+            let target = Path::new("../..").join(rel).join(&hex);
+            // Best effort: a cache that cannot be written leaves the recording as it is.
+            let _ = std::fs::create_dir_all(&dir)
+                .and_then(|()| std::fs::copy(&**at, dir.join("elf")).map(drop))
+                .and_then(|()| std::fs::create_dir_all(&link_dir))
+                .and_then(|()| {
+                    let link = link_dir.join(&hex[2..]);
+                    let _ = std::fs::remove_file(&link);
+                    std::os::unix::fs::symlink(&target, link)
+                });
         }
     }
 
@@ -514,6 +596,7 @@ impl PerfData {
         }
         self.flush()?;
         self.finished = true;
+        self.cache_foreign_files();
         let features = self.features();
         let mut flags = [0u64; 4];
         let table_at = self.data_offset + self.data_size;
@@ -609,14 +692,7 @@ impl PerfData {
     /// `build_id_event`s for the mapped files that have a GNU build id.
     fn build_ids(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        for name in self.mapped.keys() {
-            let path = Path::new(<std::ffi::OsStr as OsStrExt>::from_bytes(name));
-            let Some(id) = crate::elf::ElfFile::open(path)
-                .ok()
-                .and_then(|f| f.build_id().map(<[u8]>::to_vec))
-            else {
-                continue;
-            };
+        for (name, id) in self.mapped.keys() {
             let mut fname = name.clone();
             fname.push(0);
             fname.resize(fname.len().next_multiple_of(NAME_ALIGN), 0);

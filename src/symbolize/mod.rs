@@ -199,8 +199,10 @@ impl Symbolizer {
         }
         let Some(m) = mapping else { return };
         let dso = m.path.to_string_lossy().into_owned();
-        let named = if m.is_file() && self.build_id_matches(m) {
-            self.file_names(&m.path, m.file_offset(lookup))
+        // The file as the process sees it (a container's, through its root).
+        let file = crate::space::file_of(pid, &m.path);
+        let named = if self.build_id_matches(m, &file) {
+            self.file_names(&file, m.file_offset(lookup))
         } else {
             Arc::from(Vec::new())
         };
@@ -228,13 +230,13 @@ impl Symbolizer {
         out
     }
 
-    fn build_id_matches(&mut self, m: &Mapping) -> bool {
+    fn build_id_matches(&mut self, m: &Mapping, file: &Arc<Path>) -> bool {
         let Some(id) = &m.build_id else {
             return true;
         };
-        let key = (m.path.clone(), id.to_vec());
+        let key = (file.clone(), id.to_vec());
         *self.build_ids.entry(key).or_insert_with(|| {
-            match blazesym::helper::read_elf_build_id(&*m.path) {
+            match blazesym::helper::read_elf_build_id(&**file) {
                 Ok(Some(found)) => found.as_ref() == &id[..],
                 // No build id in the file, or unreadable: nothing contradicts the name.
                 _ => true,
