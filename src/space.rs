@@ -381,8 +381,8 @@ pub fn file_of(pid: u32, path: &Path) -> Arc<Path> {
     /// Files of other roots, opened: by (root identity, path); and where each process
     /// found them, by (pid, path), for when it is gone and its root cannot be told.
     type Opened = HashMap<(String, Arc<Path>), (std::fs::File, Arc<Path>)>;
-    static OPENED: OnceLock<Mutex<(Opened, HashMap<(u32, Arc<Path>), Arc<Path>>)>> =
-        OnceLock::new();
+    type Found = HashMap<(u32, Arc<Path>), Arc<Path>>;
+    static OPENED: OnceLock<Mutex<(Opened, Found)>> = OnceLock::new();
     /// Beyond this many held files no more are opened: a bound on descriptors.
     const HELD: usize = 1024;
     let opened = OPENED.get_or_init(|| Mutex::new((HashMap::new(), HashMap::new())));
