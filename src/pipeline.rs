@@ -91,6 +91,8 @@ pub struct Pipeline {
     /// Read `/proc` for a process first seen in a sample (a live recording).
     read_proc: bool,
     existing: Existing,
+    /// An [`Existing::Process`]'s records, read when it was named.
+    existing_process: Vec<u8>,
     /// The id synthesized records carry: the tracking counter's.
     tracking_id: u64,
     tried_proc: HashSet<u32>,
@@ -137,6 +139,7 @@ impl Pipeline {
             program: None,
             read_proc: false,
             existing: Existing::Nothing,
+            existing_process: Vec::new(),
             tracking_id: tracking
                 .unwrap_or(&events[0])
                 .ids()
@@ -189,9 +192,25 @@ impl Pipeline {
     }
 
     /// What existed before the counters, described when the pipeline starts (on the
-    /// thread it runs on: reading `/proc/kallsyms` takes a while).
+    /// thread it runs on: reading `/proc/kallsyms` takes a while) — but an
+    /// [`Existing::Process`] is read here, at once, so that a process that exits before
+    /// the pipeline starts is still named. Call it once the counters are open, so that
+    /// what the process maps afterwards is in their records.
     pub fn existing(mut self, existing: Existing) -> Pipeline {
         self.existing = existing;
+        self.existing_process.clear();
+        if let Existing::Process(pid) = existing {
+            let layout = self.layouts[self.events.len()];
+            let stamp = crate::synth::Stamp {
+                layout: &layout,
+                id: self.tracking_id,
+                time: 0,
+            };
+            // A process that has exited already, or may not be read, is named from its
+            // records or not at all.
+            let _ =
+                crate::synth::synthesize_process(pid as u32, &stamp, &mut self.existing_process);
+        }
         self
     }
 
@@ -231,8 +250,7 @@ impl Pipeline {
     fn synthesize(&mut self) {
         let pids: Vec<u32> = match self.existing {
             Existing::Nothing => return,
-            Existing::Kernel => Vec::new(),
-            Existing::Process(pid) => vec![pid as u32],
+            Existing::Kernel | Existing::Process(_) => Vec::new(),
             Existing::Everything => std::fs::read_dir("/proc")
                 .into_iter()
                 .flatten()
@@ -253,6 +271,7 @@ impl Pipeline {
             // records or not at all.
             let _ = crate::synth::synthesize_process(pid, &stamp, &mut buf);
         }
+        buf.append(&mut self.existing_process);
         // Whole records, made here.
         let _ = self.push_records(self.events.len(), &buf);
     }
@@ -425,6 +444,10 @@ impl Pipeline {
 }
 
 impl Sink for Pipeline {
+    fn start(&mut self) -> Result<()> {
+        Pipeline::start(self)
+    }
+
     fn write_chunk(&mut self, chunk: &Chunk) -> Result<()> {
         self.start()?;
         if chunk.lost_before() > 0 {

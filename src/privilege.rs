@@ -119,7 +119,8 @@ impl Privileges {
     /// # Errors
     /// [`ErrorKind::PermissionDenied`] naming the sysctl and the capability that would
     /// allow it, for what the user asked and may not have: any perf event at levels 3+,
-    /// CPU-wide events above level 0, kernel profiling (`:k`, `:uk`) above level 1.
+    /// CPU-wide events above level 0, kernel profiling (`:k`, `:uk`) above level 1,
+    /// and events only `CAP_PERFMON` may open ([`crate::Event::needs_perfmon`]).
     pub fn fit(&self, builder: Builder, cpu_wide: bool) -> Result<Fitted> {
         let name = builder.event().name().to_string();
         if !self.may_use_perf() {
@@ -140,6 +141,19 @@ impl Privileges {
                     self.level()
                 ),
                 0,
+            ));
+        }
+        if builder.event().needs_perfmon() && !self.perfmon {
+            return Err(Error::new(
+                ErrorKind::PermissionDenied,
+                format!("open {name}"),
+                "the kernel opens uprobes only for CAP_PERFMON or CAP_SYS_ADMIN, whatever \
+                 perf_event_paranoid says",
+            )
+            .with_fix(
+                "run as root, or give the binary CAP_PERFMON (setcap cap_perfmon+ep BINARY); \
+                 to count a function's calls without it, put a breakpoint on its entry \
+                 (-e mem:SYMBOL:x)",
             ));
         }
         let a = builder.attr();
@@ -306,6 +320,23 @@ mod tests {
         let b = crate::Counter::builder("cpu-clock:u").unwrap();
         let e = user(3).fit(b, false).unwrap_err();
         assert!(e.to_string().contains("no perf events"), "{e}");
+    }
+
+    #[test]
+    fn a_uprobe_without_perfmon_is_refused_naming_the_capability_at_any_level() {
+        let exe = std::env::current_exe().unwrap();
+        let uprobe = || {
+            let event = crate::Event::uprobe(1, &exe, 0x1000).unwrap();
+            crate::Counter::builder_for(event)
+        };
+        for level in [-1, 2] {
+            let e = user(level).fit(uprobe(), false).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::PermissionDenied);
+            assert!(e.to_string().contains("cap_perfmon+ep"), "{e}");
+        }
+        let mut root = user(2);
+        root.perfmon = true;
+        assert!(root.fit(uprobe(), false).is_ok());
     }
 
     #[test]

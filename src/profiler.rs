@@ -493,8 +493,9 @@ impl ProfilerBuilder {
         for o in self.outputs {
             pipeline = pipeline.boxed_output(o);
         }
-        // The pipeline starts on the writer thread, where reading /proc/kallsyms for the
-        // synthesized records keeps nobody waiting.
+        // The pipeline starts on the writer thread as soon as it runs (the counters are
+        // open, so what maps later is recorded): a running process's /proc is read
+        // before it can exit, and reading /proc/kallsyms keeps nobody waiting.
         let stream = Streamer::spawn(pipeline, self.queue)?;
         Ok(Profiler {
             sampler,

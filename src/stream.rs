@@ -110,6 +110,13 @@ fn record_size(bytes: &[u8]) -> usize {
 
 /// What consumes records on the writer thread: a file format.
 pub trait Sink: Send + 'static {
+    /// Called once on the writer thread as it starts, before any chunk: work that must
+    /// not wait for the first records (reading a running process's `/proc` before it
+    /// can exit). An error stops the stream as [`write_chunk`](Self::write_chunk)'s does.
+    fn start(&mut self) -> Result<()> {
+        Ok(())
+    }
+
     /// Takes a run of whole records. An error stops the stream: no more chunks come,
     /// and [`finish`](Self::finish) is still called so the file is left readable.
     fn write_chunk(&mut self, chunk: &Chunk) -> Result<()>;
@@ -198,7 +205,10 @@ impl<S: Sink> Streamer<S> {
         let thread = std::thread::Builder::new()
             .name("perfring-writer".into())
             .spawn(move || {
-                let mut result = Ok(());
+                let mut result = sink.start();
+                if result.is_err() {
+                    fl.store(true, Ordering::Release);
+                }
                 for mut chunk in rx {
                     let len = chunk.bytes.len();
                     if result.is_ok() {

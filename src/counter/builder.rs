@@ -341,6 +341,7 @@ impl Builder {
                     is_hardware: self.event.is_hardware(),
                     is_breakpoint: attr.type_ == sys::PERF_TYPE_BREAKPOINT,
                     is_tracepoint: attr.type_ == sys::PERF_TYPE_TRACEPOINT,
+                    needs_perfmon: self.event.needs_perfmon(),
                     pid,
                     cpu,
                     attr: &attr,

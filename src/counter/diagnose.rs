@@ -55,6 +55,8 @@ pub(crate) struct OpenContext<'a> {
     pub is_hardware: bool,
     pub is_breakpoint: bool,
     pub is_tracepoint: bool,
+    /// See [`crate::Event::needs_perfmon`].
+    pub needs_perfmon: bool,
     pub pid: i32,
     pub cpu: i32,
     pub attr: &'a sys::perf_event_attr,
@@ -94,7 +96,13 @@ pub(crate) fn open_error(ctx: &OpenContext<'_>, err: io::Error) -> Error {
                 why.push_str("; the process has CAP_PERFMON/CAP_SYS_ADMIN, so a seccomp filter or LSM (container runtime) may be blocking perf_event_open");
             }
             let kernel = ctx.attr.exclude_kernel() == 0;
-            let fix = if ctx.cpu >= 0 && ctx.pid == -1 {
+            let fix = if ctx.needs_perfmon && !perfmon {
+                why = format!(
+                    "permission denied: the kernel opens '{}' only for CAP_PERFMON or CAP_SYS_ADMIN, whatever perf_event_paranoid says",
+                    ctx.event
+                );
+                "run as root, or give the binary CAP_PERFMON (setcap cap_perfmon+ep BINARY)".to_string()
+            } else if ctx.cpu >= 0 && ctx.pid == -1 {
                 "CPU-wide events need perf_event_paranoid <= 0 or CAP_PERFMON: `sudo sysctl kernel.perf_event_paranoid=0`, or target a process instead".to_string()
             } else if kernel && level.is_some_and(|l| l >= 2) {
                 "count user space only (add the :u modifier), or lower the level with `sudo sysctl kernel.perf_event_paranoid=1`, or grant CAP_PERFMON".to_string()

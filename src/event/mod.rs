@@ -597,6 +597,13 @@ impl Event {
         }
     }
 
+    /// Whether the kernel opens this event only for `CAP_PERFMON` (or
+    /// `CAP_SYS_ADMIN`) whatever `perf_event_paranoid` says: its uprobe PMU checks
+    /// the capability before anything else.
+    pub fn needs_perfmon(&self) -> bool {
+        matches!(self.kind, Kind::Uprobe(_))
+    }
+
     /// Fills in what to count: `type_`, `config`, `config1`/`config2` (or
     /// `bp_type`/`bp_addr`/`bp_len`), the `exclude_*` bits and `precise_ip`.
     ///

@@ -134,6 +134,30 @@ pub fn perfring(args: &[&str]) -> std::process::Output {
         .expect("run perfring")
 }
 
+/// Whether this test process may open what only `CAP_PERFMON` may (uprobes): root, or
+/// the capability. CI runs the CLI's tests again as an ordinary user, where a uprobe
+/// must be refused naming the capability instead.
+pub fn perfmon() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .map(|hex| u64::from_str_radix(hex.trim(), 16).unwrap())
+        .unwrap();
+    // CAP_SYS_ADMIN (21) or CAP_PERFMON (38).
+    eff >> 21 & 1 == 1 || eff >> 38 & 1 == 1
+}
+
+/// Checks that `perfring` refused a uprobe for want of `CAP_PERFMON`, naming the fix.
+pub fn assert_uprobe_refused(out: &std::process::Output) {
+    let err = stderr(out);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("only for CAP_PERFMON") && err.contains("setcap cap_perfmon+ep"),
+        "{err}"
+    );
+}
+
 /// A command's stderr as text.
 pub fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
