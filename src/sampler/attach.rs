@@ -54,6 +54,33 @@ fn layout_of(b: &Builder) -> Result<Layout> {
     })
 }
 
+/// Whether this kernel keeps every inherited copy in the thread it was made for
+/// (Linux 6.12+), i.e. accepts `PERF_SAMPLE_READ` on an inherited counter.
+///
+/// When two threads whose contexts are clones of one parent's (every event in it
+/// inherited) switch on one CPU, the kernel swaps their contexts instead of scheduling
+/// the events out and in (`perf_event_context_sched_out`): each thread then runs on with
+/// the other's copies, periods and counts included. A thread's samples are still
+/// written with its own tid, but its period is another thread's: with a breakpoint at
+/// period 100 on a function called 1,000 times, threads got 8, 11 or 12 samples.
+/// An inherited counter with `PERF_SAMPLE_READ` (per-thread values since 6.12) makes
+/// the kernel keep such contexts apart (`nr_no_switch_fast`). Older kernels refuse the
+/// combination; there a non-inherited event on each root (what `perf record -p` has in
+/// its tracking dummy) keeps the root's children from being clones of it.
+fn copies_stay() -> bool {
+    static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *OK.get_or_init(|| {
+        Builder::new(Event::software(Software::Dummy))
+            .period(1)
+            .sample(SampleType::READ | SampleType::TID)
+            .inherit(true)
+            .exclude_kernel(true)
+            .enabled(false)
+            .open()
+            .is_ok()
+    })
+}
+
 fn info(b: &Builder) -> Result<EventInfo> {
     Ok(EventInfo {
         name: b.event().name().to_string(),
@@ -91,11 +118,17 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
     // A command's counters start at its exec, unless a budget arms them (REFRESH
     // enables); everything else is enabled once its ring is registered.
     let on_exec = spawned && cfg.budget.is_none();
+    // Inherited copies stay with their thread only if the kernel never swaps two
+    // threads' contexts (see `copies_stay`): PERF_SAMPLE_READ tells it not to.
+    let pin_roots = mode == Mode::Inherit && !copies_stay();
     let builders: Vec<Builder> = cfg
         .events
         .iter()
         .map(|b| {
-            let st = SampleType::from_bits(b.attr().sample_type) | SampleType::TID;
+            let mut st = SampleType::from_bits(b.attr().sample_type) | SampleType::TID;
+            if mode == Mode::Inherit && !pin_roots {
+                st |= SampleType::READ;
+            }
             b.clone()
                 .sample(st)
                 .sample_id_all(true)
@@ -170,6 +203,8 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
             Vec::new()
         },
         exact_periods: cfg.exact_periods,
+        pin_roots,
+        pins: Vec::new(),
         leader_of: cfg.leader_of.clone(),
         cpu_rings: HashMap::new(),
         muted: Vec::new(),
@@ -439,6 +474,15 @@ impl Sampler {
     /// [`SamplerBuilder::exact_periods`]: super::SamplerBuilder::exact_periods
     pub(super) fn open_root(&mut self, tid: libc::pid_t) -> Result<()> {
         self.threads.entry(None, tid as u32);
+        if self.pin_roots {
+            // Before the events, so that no child of the root is a clone of it.
+            let pin = Builder::new(Event::software(Software::Dummy))
+                .target(crate::Target::Thread(tid))
+                .exclude_kernel(true)
+                .enabled(false)
+                .open()?;
+            self.pins.push(pin);
+        }
         let cpus = self.cpus.clone();
         // Per CPU (or once, for exact periods): which counter each event got there.
         let mut opened = vec![vec![None; self.builders.len()]; cpus.len().max(1)];
