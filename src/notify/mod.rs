@@ -30,7 +30,7 @@ pub mod sigtrap;
 pub mod tokio;
 
 pub use budget::{Budget, Rearm};
-pub use poll::Poller;
+pub use poll::{Poller, Waker};
 pub use siginfo::SigInfo;
 pub use signal::{NotifyQueue, Owner, SignalCounter, SignalOptions, ThreadSignal};
 pub use sigtrap::{Sigtrap, SigtrapCounter, SigtrapInfo};
