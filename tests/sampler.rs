@@ -325,7 +325,7 @@ fn inherited_signals_one_per_overflow_plus_one_per_ring_wakeup() {
         let event = if wake { event } else { event.wakeup_events(0) };
         let mut sampler = Sampler::builder(Target::Command(cmd))
             .event(event)
-            .exact_periods(true)
+            .exact_periods(false)
             .notify(Notify::Signal {
                 signal,
                 tid: None,

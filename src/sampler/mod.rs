@@ -51,11 +51,19 @@
 //!   inherited copies at a context switch (Linux 6.12+; older kernels get a
 //!   non-inherited `dummy` on each root instead, which does the same for the root's
 //!   own children). Without it, threads created by one thread ran on with each other's
-//!   periods: 87 to 132 of 2,000 threads got 11 or 12 samples for 10 periods. With
-//!   [`SamplerBuilder::exact_periods`] each event is one counter per root writing,
-//!   with every inheriting thread, into an anchor ring ([`Ring::map_inherited`]): one
-//!   period per thread however it migrates (exact `N/P`), but overflows that coincide
-//!   on two CPUs can overwrite each other's records without a `LOST` (see its docs).
+//!   periods: 87 to 132 of 2,000 threads got 11 or 12 samples for 10 periods.
+//! - **Held, one counter per task** ([`SamplerBuilder::exact_periods`], for events that
+//!   sample): one non-inherited counter and ring per event per thread (and child
+//!   process), opened *before the task's first instruction*. The sampler's tracer
+//!   thread traces the target (`PTRACE_SEIZE` with `PTRACE_O_TRACECLONE`, `FORK`,
+//!   `VFORK`), so the kernel stops each new task before it runs; the tracer opens its
+//!   counters, enabled, and lets it go; every other stop (a signal, a group stop) is
+//!   passed on as if untraced. A counter per task keeps one period however the task
+//!   migrates (exactly `N/P` samples per thread), and each ring has one writer: nothing
+//!   is overwritten unreported, and a full ring says `LOST` with the count. See
+//!   [`SamplerBuilder::exact_periods`] for the price and when to choose which.
+//!   Counting-only events (no period) with `exact_periods` are one inherited per-task
+//!   counter per root instead, writing nothing: exact counts, nothing to hold.
 //! - **Per thread** ([`SamplerBuilder::per_thread`], implied by
 //!   [`SamplerBuilder::budget`] because `REFRESH` is `EINVAL` on inherited counters, and
 //!   always for [`Target::Tid`]): one non-inherited counter and ring per event per
@@ -98,6 +106,7 @@
 mod attach;
 mod drain;
 mod exec;
+mod hold;
 mod notify;
 mod stats;
 mod target;
@@ -276,21 +285,43 @@ impl SamplerBuilder {
         self
     }
 
-    /// Inherited counters keep **one period per thread** however it migrates between
-    /// CPUs (`N` events with period `P` give exactly `N/P` samples per thread): one
-    /// counter per root task writing, with its inheriting threads, into one anchor ring
-    /// ([`Ring::map_inherited`]). Default off: one inherited counter per CPU with a ring
-    /// each, as `perf record` does, where a thread's period restarts on each CPU it
-    /// runs on.
+    /// **One period per thread** however it migrates between CPUs: `N` events with
+    /// period `P` give exactly `N/P` samples in every thread of a command or process,
+    /// threads created later included, on a busy machine too. Default off: one
+    /// inherited counter per CPU with a ring each, as `perf record` does.
     ///
-    /// # Warning
-    /// The kernel's ring code assumes one writer per CPU (it reserves space with
-    /// CPU-local atomics); with an anchor ring, threads overflowing at the same moment
-    /// on different CPUs write one ring at once and can overwrite each other's records
-    /// **without** a `LOST` record (measured: a few percent of samples, now and then,
-    /// with 50 threads on 2 CPUs). Use it when overflows do not coincide across CPUs
-    /// (one thread at a time, low rates); compare [`Sampler::read`] with the samples
-    /// to check.
+    /// How: each task gets a counter per event with a ring of its own, opened while the
+    /// kernel holds the new task before its first instruction (`ptrace`; see the
+    /// [module docs](self)). Not with [`budget`](Self::budget) or
+    /// [`per_thread`](Self::per_thread), which open counters on threads that already
+    /// run, nor for [`Target::Tid`] and [`Target::Cpus`]. Counting-only events need no
+    /// holding (see the module docs).
+    ///
+    /// # Which to choose
+    /// | | per-CPU (off) | exact periods (on) |
+    /// |---|---|---|
+    /// | samples per thread | `N/P` for a thread that stays on one CPU; up to one fewer per CPU move, never more | exactly `N/P` |
+    /// | counters, rings | events × CPUs per root; rings: events × CPUs | events per **live** task; as many rings |
+    /// | ring memory | events × CPUs × `ring_size` | events × live tasks × `ring_size` (size the rings small with many threads: `perf_event_mlock_kb` and `RLIMIT_MEMLOCK` bound it; a refused `mmap` is an error naming them) |
+    /// | the target | untouched | traced by this process while sampled: a debugger or `strace` cannot attach (nor can this take a target that one traces); each new thread waits until its counters are open, each signal until the tracer passes it on (within 2 ms) |
+    /// | notifications | signals as inherited counters send them | a held task's counters are signalled once the sampler has registered them ([`Notify::Signal`]); their records are in the ring either way |
+    /// | this process | allowed | refused: a process cannot trace itself ([`Notify::Sigtrap`] samples this process, so it is refused too) |
+    ///
+    /// Choose exact periods when per-thread counts must be exact (a breakpoint on a
+    /// function called `N` times, a trigger per thread) and the target's threads are
+    /// fewer than a few thousand at a time; per-CPU rings for long profiles of many
+    /// threads, where a period restarting on a CPU move does not matter, or when the
+    /// target must not be traced.
+    ///
+    /// A command's exit status comes from [`Sampler::target_ended`] as before. A
+    /// `-p` target that is a child of this process must not be waited for (`waitpid`)
+    /// while the sampler holds it: the parent's wait would take the tracer's stops.
+    /// Wait after [`Sampler::target_ended`] reports it, or after dropping the sampler.
+    ///
+    /// # Errors at start
+    /// [`ErrorKind::InvalidArgument`] for this process as the target;
+    /// [`ErrorKind::PermissionDenied`] when the kernel refuses to trace it (another
+    /// tracer, Yama's `ptrace_scope`), naming the fixes.
     pub fn exact_periods(mut self, yes: bool) -> Self {
         self.exact_periods = yes;
         self
@@ -344,6 +375,11 @@ pub struct Sampler {
     /// Online CPUs, for per-CPU inherited counters.
     cpus: Vec<i32>,
     exact_periods: bool,
+    /// The tracer holding each new task until its counters are open (exact periods
+    /// for events that sample).
+    holder: Option<hold::Holder>,
+    /// Its reports taken while waiting for something else, for `adopt_births`.
+    reports: Vec<hold::Report>,
     /// Kernels before 6.12: a non-inherited `dummy` on each root keeps its children's
     /// contexts from being swapped with each other's (see `attach::copies_stay`).
     pin_roots: bool,
@@ -406,6 +442,7 @@ impl Sampler {
         let polled = self.poller.poll(&mut ready, timeout);
         self.ready = ready;
         polled?;
+        self.adopt_births()?;
         let mut hups = 0;
         for n in &self.ready {
             match n.kind {
@@ -427,6 +464,7 @@ impl Sampler {
     /// # Errors
     /// As [`poll`](Self::poll), for new threads.
     pub fn drain(&mut self, mut f: impl FnMut(Delivery<'_>)) -> Result<u64> {
+        self.adopt_births()?;
         let n = self.drain_rings(&mut f);
         self.follow_tasks(&mut f)?;
         Ok(n)
@@ -538,7 +576,9 @@ impl Sampler {
         let forks = std::mem::take(&mut self.tasks.forks);
         let exits = std::mem::take(&mut self.tasks.exits);
         if self.mode == Mode::PerThread && self.follow {
-            for &(_, tid) in &forks {
+            // Held tasks got their counters before they ran (`adopt_births`).
+            let forks = if self.holder.is_some() { &[][..] } else { &forks[..] };
+            for &(_, tid) in forks {
                 if !self.attached.contains(&tid) && !exits.contains(&tid) {
                     self.open_thread(tid as libc::pid_t, false)?;
                 }
@@ -611,10 +651,11 @@ impl Sampler {
     /// reached a ring nor were reported lost (`LOST`/`LOST_SAMPLES`): 0 when every
     /// overflow is accounted for.
     ///
-    /// With [`SamplerBuilder::exact_periods`] the threads of a root share one ring, and
-    /// when two of them overflow at once on two CPUs the kernel (whose ring code assumes
-    /// one writer per CPU) can overwrite one record with another and report nothing.
-    /// Call this after the last [`drain`](Self::drain) to find out: it compares
+    /// Every ring the sampler maps has one writer at a time (a CPU's, or one task's),
+    /// so none is expected; this is the check. (A ring that threads on several CPUs
+    /// write at once, such as [`Ring::map_inherited`]'s, loses records unreported and
+    /// can stop publishing altogether.) Call it after the last
+    /// [`drain`](Self::drain): it compares
     /// [`read`](Self::read)`(event) / period` with the samples delivered, allowing one
     /// partial period per counter copy (per thread, and per CPU for per-CPU rings).
     /// Frequency-mode events (`-F`) have no fixed period and give 0.
@@ -742,6 +783,8 @@ impl Sampler {
     /// # Errors
     /// A `waitpid` failure other than "no such child".
     pub fn target_ended(&mut self) -> Result<Option<TargetEnd>> {
+        // A held command's exit comes from the tracer (with any births before it).
+        self.adopt_births()?;
         self.watchee.ended()
     }
 
@@ -764,7 +807,17 @@ impl Sampler {
     /// `grace`, and returns its status (also when it had exited already). Targets given
     /// by id are left running (`None`).
     pub fn terminate(&mut self, grace: Duration) -> Option<ExitStatus> {
-        self.watchee.terminate(grace)
+        let (holder, kept) = (&self.holder, &mut self.reports);
+        self.watchee.terminate(grace, |w| {
+            // Exits are what it waits for; births are kept for the next drain.
+            while let Some(r) = holder.as_ref().and_then(|h| h.next_report()) {
+                match r {
+                    hold::Report::Exited(pid) => w.exit_reported(pid),
+                    birth => kept.push(birth),
+                }
+            }
+            w.exit_seen()
+        })
     }
 }
 
