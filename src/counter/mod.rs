@@ -94,7 +94,10 @@ pub fn parse_cpu_list(text: &str) -> Option<Vec<i32>> {
 
 /// An open perf_event: counts, overflows per its period, and is controlled by ioctls.
 ///
-/// Dropping it closes the fd, which stops the event and frees its kernel state.
+/// Dropping it closes the fd, which stops the event and frees its kernel state once
+/// no other fd refers to it: a copy in a forked child only closes that copy (dropping
+/// a `Counter` makes no ioctl), so a child that exits never changes what its parent's
+/// counter does.
 ///
 /// # Examples
 /// ```no_run

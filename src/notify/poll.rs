@@ -93,6 +93,11 @@ impl Entry {
 /// # Notes
 /// `EINTR` is not retried: [`poll`](Self::poll) returns `Ok(0)` with no events, so a
 /// loop that checks a flag set by a signal handler sees it promptly. Poll again.
+///
+/// After `fork`, the child's copy shares the epoll instance, the counters and the
+/// rings with the parent. Dropping it only closes and unmaps the child's copies (no
+/// `epoll_ctl`, no ioctl, no `data_tail` store), so a child that exits never changes
+/// what the parent receives; a child that *drains* would consume the parent's records.
 pub struct Poller {
     ep: OwnedFd,
     entries: HashMap<Token, Entry>,

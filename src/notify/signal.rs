@@ -617,6 +617,7 @@ impl ThreadSignal {
             _queue: queue,
             armed: true,
             retired: (0, 0),
+            pid: std::process::id(),
         };
         arm_fd(
             sc.counter.as_raw_fd(),
@@ -803,6 +804,11 @@ fn drain_pending(signo: i32) {
 /// *another* owner thread are later ignored as an unknown fd — unless the fd number
 /// was meanwhile reused by a new registration, which then sees one extra notification
 /// (its ring count is unaffected).
+///
+/// # After `fork`
+/// A child shares the counter's open file description (its `O_ASYNC`, owner and
+/// signal) with the parent. Dropped in any process but the one that attached it, a
+/// `SignalCounter` only closes its fd: the parent keeps receiving its signals.
 pub struct SignalCounter {
     counter: Counter,
     slot: u32,
@@ -813,6 +819,8 @@ pub struct SignalCounter {
     armed: bool,
     /// `(hits, hups)` of slots this registration used before (fd changed by `rearm`).
     retired: (u64, u64),
+    /// The process that attached it: teardown acts only there (see the type docs).
+    pid: u32,
 }
 
 impl std::fmt::Debug for SignalCounter {
@@ -933,6 +941,10 @@ impl SignalCounter {
             return;
         }
         self.armed = false;
+        if std::process::id() != self.pid {
+            // A forked child's copy: O_ASYNC is the parent's too. Just close.
+            return;
+        }
         disarm_fd(self.counter.as_raw_fd());
         REGISTRY.retire(self.slot);
         if self.owner.reaches_caller() {

@@ -53,6 +53,9 @@ pub struct SignalFd {
     old_mask: libc::sigset_t,
     entries: HashMap<RawFd, Entry>,
     stray: u64,
+    /// The process that created it: drop disarms the counters only there (a forked
+    /// child shares their `O_ASYNC` with the parent).
+    pid: u32,
     /// Bound to the creating thread: the signal is blocked there and aimed at it.
     _not_send: PhantomData<*const ()>,
 }
@@ -111,6 +114,7 @@ impl SignalFd {
             old_mask,
             entries: HashMap::new(),
             stray: 0,
+            pid: std::process::id(),
             _not_send: PhantomData,
         })
     }
@@ -242,8 +246,12 @@ impl Drop for SignalFd {
     fn drop(&mut self) {
         // Stop new signals, consume pending ones, and only then unblock: a real-time
         // signal left pending with SIG_DFL would kill the process once unblocked.
-        for fd in self.entries.keys() {
-            disarm_fd(*fd);
+        // In a forked child the counters' O_ASYNC is the parent's too: leave it (the
+        // child's signal mask and signalfd are its own, restored below).
+        if std::process::id() == self.pid {
+            for fd in self.entries.keys() {
+                disarm_fd(*fd);
+            }
         }
         let mut sink = Vec::new();
         let _ = self.read(&mut sink);

@@ -309,6 +309,7 @@ impl Sigtrap {
             released_hits: 0,
             _queue: queue,
             live: true,
+            pid: std::process::id(),
         })
     }
 }
@@ -316,6 +317,11 @@ impl Sigtrap {
 /// A sigtrap counter attached to the handler. Dropping it disables the counter,
 /// retires its slot (waiting for handlers inside it) and then closes the fd; a SIGTRAP
 /// already on its way is then ignored as stray.
+///
+/// # After `fork`
+/// A child shares the counter (one kernel event) with the parent: disabling it there
+/// would silence the parent. Dropped in any process but the one that attached it, a
+/// `SigtrapCounter` only closes its fd.
 pub struct SigtrapCounter {
     counter: Counter,
     slot: u32,
@@ -326,6 +332,8 @@ pub struct SigtrapCounter {
     released_hits: u64,
     _queue: Option<Arc<NotifyQueue>>,
     live: bool,
+    /// The process that attached it: teardown acts only there (see the type docs).
+    pid: u32,
 }
 
 impl std::fmt::Debug for SigtrapCounter {
@@ -484,6 +492,10 @@ impl SigtrapCounter {
     fn teardown(&mut self) {
         if self.live {
             self.live = false;
+            if std::process::id() != self.pid {
+                // A forked child's copy of the parent's event: just close it.
+                return;
+            }
             let _ = self.counter.disable();
             self.release_old_sig_data();
             REGISTRY.retire(self.slot);

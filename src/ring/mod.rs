@@ -105,6 +105,11 @@ pub struct RingStats {
 /// An mmap ring buffer of one counter (and of any counters redirected into it with
 /// [`Counter::set_output`]).
 ///
+/// The mapping is shared with the kernel, and with a forked child: dropping the
+/// child's copy only unmaps it (a ring writes `data_tail` only when a [`Batch`] it
+/// handed out is dropped), so a child that exits never changes what the parent reads.
+/// A child must not read it: that would consume the parent's records.
+///
 /// # Examples
 /// ```no_run
 /// use perfring::{Counter, ring::{Ring, RingSize}};

@@ -348,6 +348,11 @@ impl SamplerBuilder {
 }
 
 /// A target sampled with one or more events; see the [module docs](self).
+///
+/// Dropping it closes its counters and rings, stops its tracer (which lets the target
+/// go on untraced) and lets a spawned command run on. A copy dropped in a forked child
+/// only closes the child's fds: it disables nothing, disarms no signal and leaves the
+/// parent's tracer thread alone, so the parent's sampling goes on unchanged.
 #[derive(Debug)]
 pub struct Sampler {
     /// Signal registrations: dropped first, so no handler runs for a closed counter.
