@@ -156,7 +156,10 @@ fn per_cpu_rings_never_give_a_thread_more_than_n_over_p() {
     const FEWER: u64 = 500;
     let (per_tid, tids, sampler) = sample(false, FEWER);
     assert_eq!(tids.len() as u64, FEWER);
-    let over: Vec<(&u32, &u64)> = per_tid.iter().filter(|(_, &n)| n > CALLS / PERIOD).collect();
+    let over: Vec<(&u32, &u64)> = per_tid
+        .iter()
+        .filter(|(_, &n)| n > CALLS / PERIOD)
+        .collect();
     assert!(over.is_empty(), "threads above N/P: {over:?}");
     assert!(per_tid.keys().all(|t| tids.contains(t)));
     // Every overflow the kernel counted reached a ring (less a partial period per copy).
@@ -169,7 +172,16 @@ fn watch_p_gives_every_thread_exactly_n_over_p() {
     let (mut child, tid_file, _) = start(THREADS);
     let pid = child.id().to_string();
     let mut watch = Command::new(env!("CARGO_BIN_EXE_perfring"))
-        .args(["watch", "--json", "-p", &pid, "-e", "mem:hit:x", "-c", "100"])
+        .args([
+            "watch",
+            "--json",
+            "-p",
+            &pid,
+            "-e",
+            "mem:hit:x",
+            "-c",
+            "100",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -192,7 +204,9 @@ fn watch_p_gives_every_thread_exactly_n_over_p() {
         match v["type"].as_str() {
             Some("overflow") => {
                 assert_eq!(v["sym"], "hit", "{v}");
-                *per_tid.entry(v["tid"].as_u64().unwrap() as u32).or_insert(0) += 1;
+                *per_tid
+                    .entry(v["tid"].as_u64().unwrap() as u32)
+                    .or_insert(0) += 1;
             }
             Some("summary") => summary = Some(v),
             _ => panic!("{v}"),
@@ -207,5 +221,8 @@ fn watch_p_gives_every_thread_exactly_n_over_p() {
     assert_eq!(per_tid, expected);
     assert_eq!(summary["overflows"], THREADS * CALLS / PERIOD, "{summary}");
     assert_eq!(summary["lost"], 0, "{summary}");
-    assert!(summary.get("unreported_lost").is_none_or(|v| v == 0), "{summary}");
+    assert!(
+        summary.get("unreported_lost").is_none_or(|v| v == 0),
+        "{summary}"
+    );
 }

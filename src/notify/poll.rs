@@ -27,8 +27,8 @@
 #![allow(unsafe_code)]
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Accounting, Notification, NotifyKind, Token};

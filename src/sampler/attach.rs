@@ -55,8 +55,8 @@ fn layout_of(b: &Builder) -> Result<Layout> {
     })
 }
 
-/// Whether this kernel keeps every inherited copy in the thread it was made for
-/// (Linux 6.12+), i.e. accepts `PERF_SAMPLE_READ` on an inherited counter.
+/// The counter opened first on each root of inherited counters, so that every
+/// inherited copy stays in the thread it was made for.
 ///
 /// When two threads whose contexts are clones of one parent's (every event in it
 /// inherited) switch on one CPU, the kernel swaps their contexts instead of scheduling
@@ -64,22 +64,32 @@ fn layout_of(b: &Builder) -> Result<Layout> {
 /// the other's copies, periods and counts included. A thread's samples are still
 /// written with its own tid, but its period is another thread's: with a breakpoint at
 /// period 100 on a function called 1,000 times, threads got 8, 11 or 12 samples.
-/// An inherited counter with `PERF_SAMPLE_READ` (per-thread values since 6.12) makes
-/// the kernel keep such contexts apart (`nr_no_switch_fast`). Older kernels refuse the
-/// combination; there a non-inherited event on each root (what `perf record -p` has in
-/// its tracking dummy) keeps the root's children from being clones of it.
-fn copies_stay() -> bool {
-    static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *OK.get_or_init(|| {
+///
+/// A context holding an inherited event with `PERF_SAMPLE_READ` is never swapped
+/// (Linux 6.12+, `nr_no_switch_fast`), so the keeper is an inherited `dummy` with it:
+/// copied into every thread the root creates (and theirs), it writes nothing, and the
+/// events' own records keep the layout the caller chose. Older kernels refuse the
+/// combination: there the keeper is a non-inherited `dummy` (what `perf record -p`
+/// has in its tracking event), which keeps the root's children from being clones of
+/// it (not the children of those children).
+fn keeper(tid: libc::pid_t) -> Builder {
+    static READ_OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let reading = || {
         Builder::new(Event::software(Software::Dummy))
-            .period(1)
             .sample(SampleType::READ | SampleType::TID)
             .inherit(true)
             .exclude_kernel(true)
             .enabled(false)
-            .open()
-            .is_ok()
-    })
+    };
+    let inherited = *READ_OK.get_or_init(|| reading().open().is_ok());
+    let b = if inherited {
+        reading()
+    } else {
+        Builder::new(Event::software(Software::Dummy))
+            .exclude_kernel(true)
+            .enabled(false)
+    };
+    b.target(crate::Target::Thread(tid))
 }
 
 /// Whether an event samples (a period or a frequency), i.e. writes records.
@@ -158,17 +168,11 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
     // A command's counters start at its exec, unless a budget arms them (REFRESH
     // enables); everything else is enabled once its ring is registered.
     let on_exec = spawned && cfg.budget.is_none();
-    // Inherited copies stay with their thread only if the kernel never swaps two
-    // threads' contexts (see `copies_stay`): PERF_SAMPLE_READ tells it not to.
-    let pin_roots = mode == Mode::Inherit && !copies_stay();
     let builders: Vec<Builder> = cfg
         .events
         .iter()
         .map(|b| {
-            let mut st = SampleType::from_bits(b.attr().sample_type) | SampleType::TID;
-            if mode == Mode::Inherit && !pin_roots {
-                st |= SampleType::READ;
-            }
+            let st = SampleType::from_bits(b.attr().sample_type) | SampleType::TID;
             b.clone()
                 .sample(st)
                 .sample_id_all(true)
@@ -245,8 +249,7 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
         exact_periods: cfg.exact_periods,
         holder: None,
         reports: Vec::new(),
-        pin_roots,
-        pins: Vec::new(),
+        keepers: Vec::new(),
         leader_of: cfg.leader_of.clone(),
         cpu_rings: HashMap::new(),
         muted: Vec::new(),
@@ -532,15 +535,8 @@ impl Sampler {
     /// [`SamplerBuilder::exact_periods`]: super::SamplerBuilder::exact_periods
     pub(super) fn open_root(&mut self, tid: libc::pid_t) -> Result<()> {
         self.threads.entry(None, tid as u32);
-        if self.pin_roots {
-            // Before the events, so that no child of the root is a clone of it.
-            let pin = Builder::new(Event::software(Software::Dummy))
-                .target(crate::Target::Thread(tid))
-                .exclude_kernel(true)
-                .enabled(false)
-                .open()?;
-            self.pins.push(pin);
-        }
+        // Before the events: every copy of them then stays with its thread.
+        self.keepers.push(keeper(tid).open()?);
         let cpus = self.cpus.clone();
         // Per CPU (or once, for exact periods): which counter each event got there.
         let mut opened = vec![vec![None; self.builders.len()]; cpus.len().max(1)];
@@ -638,7 +634,11 @@ impl Sampler {
     pub(super) fn adopt_births(&mut self) -> Result<()> {
         let kept = std::mem::take(&mut self.reports);
         let fresh = std::iter::from_fn(|| self.holder.as_ref().and_then(|h| h.next_report()));
-        let mut reports = kept.into_iter().chain(fresh).collect::<Vec<_>>().into_iter();
+        let mut reports = kept
+            .into_iter()
+            .chain(fresh)
+            .collect::<Vec<_>>()
+            .into_iter();
         while let Some(report) = reports.next() {
             if let Err(e) = self.adopt(report) {
                 // Keep the rest for the next call: each holds a task's counters.

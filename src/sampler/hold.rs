@@ -75,10 +75,7 @@ impl Opener {
 #[derive(Debug)]
 pub(super) enum Report {
     /// A task it held until its counters were open (or failed to open).
-    Birth {
-        tid: u32,
-        opened: Result<Opened>,
-    },
+    Birth { tid: u32, opened: Result<Opened> },
     /// A process of this process's own has exited: its parent may reap it now.
     Exited(libc::pid_t),
 }
@@ -231,7 +228,11 @@ impl Tracer {
                     Err(mpsc::TryRecvError::Disconnected) => return,
                 }
             }
-            sleep = if self.reap() { FAST } else { (sleep * 2).min(SLOW) };
+            sleep = if self.reap() {
+                FAST
+            } else {
+                (sleep * 2).min(SLOW)
+            };
             let timeout = (!self.traced.is_empty()).then_some(sleep);
             let _ = self.poller.poll(&mut scratch, timeout);
         }

@@ -46,12 +46,13 @@
 //!   with CPUs, not threads. Each such ring is owned (mapped and polled) by a `dummy`
 //!   on this process's main thread, not by a root, so it keeps waking the poll
 //!   after any root exits. A thread's period then restarts on each CPU it runs on, so a
-//!   thread that migrates gets up to one sample fewer per move, never more: the events
-//!   get `PERF_SAMPLE_READ`, which keeps the kernel from swapping two threads'
-//!   inherited copies at a context switch (Linux 6.12+; older kernels get a
-//!   non-inherited `dummy` on each root instead, which does the same for the root's
-//!   own children). Without it, threads created by one thread ran on with each other's
-//!   periods: 87 to 132 of 2,000 threads got 11 or 12 samples for 10 periods.
+//!   thread that migrates gets up to one sample fewer per move, never more. For that,
+//!   each root also gets a *keeper*, an inherited `dummy` with `PERF_SAMPLE_READ`
+//!   that writes nothing but keeps the kernel from swapping two threads' inherited
+//!   copies at a context switch (Linux 6.12+; older kernels get a non-inherited
+//!   `dummy`, which does the same for the root's own children only). Without it,
+//!   threads created by one thread ran on with each other's periods: 87 to 132 of
+//!   2,000 threads got 11 or 12 samples for 10 periods.
 //! - **Held, one counter per task** ([`SamplerBuilder::exact_periods`], for events that
 //!   sample): one non-inherited counter and ring per event per thread (and child
 //!   process), opened *before the task's first instruction*. The sampler's tracer
@@ -385,10 +386,9 @@ pub struct Sampler {
     holder: Option<hold::Holder>,
     /// Its reports taken while waiting for something else, for `adopt_births`.
     reports: Vec<hold::Report>,
-    /// Kernels before 6.12: a non-inherited `dummy` on each root keeps its children's
-    /// contexts from being swapped with each other's (see `attach::copies_stay`).
-    pin_roots: bool,
-    pins: Vec<Counter>,
+    /// One `dummy` per root of inherited counters that keeps the kernel from swapping
+    /// threads' inherited copies (see `attach::keeper`).
+    keepers: Vec<Counter>,
     leader_of: Vec<Option<usize>>,
     /// `(event or tracking, CPU)` → the slot whose ring that CPU's inherited counters
     /// of every root write to.
@@ -582,7 +582,11 @@ impl Sampler {
         let exits = std::mem::take(&mut self.tasks.exits);
         if self.mode == Mode::PerThread && self.follow {
             // Held tasks got their counters before they ran (`adopt_births`).
-            let forks = if self.holder.is_some() { &[][..] } else { &forks[..] };
+            let forks = if self.holder.is_some() {
+                &[][..]
+            } else {
+                &forks[..]
+            };
             for &(_, tid) in forks {
                 if !self.attached.contains(&tid) && !exits.contains(&tid) {
                     self.open_thread(tid as libc::pid_t, false)?;
@@ -724,10 +728,10 @@ impl Sampler {
     }
 
     /// Number of counters opened (every event on every root, thread or CPU, the
-    /// tracking counters, and the anchors owning the per-CPU rings of inherited
-    /// counters), closed ones included.
+    /// tracking counters, the anchors owning the per-CPU rings of inherited
+    /// counters, and one keeper per root of inherited counters), closed ones included.
     pub fn counters(&self) -> usize {
-        self.slots.len() + self.inherited.len()
+        self.slots.len() + self.inherited.len() + self.keepers.len()
     }
 
     /// Number of rings mapped (closed ones included): per event and CPU for inherited

@@ -552,9 +552,9 @@ impl Input {
         // Every sample of the group carries, for each member, one of that member's
         // ids, in order: its thread's own counters' (threads the sampler held at their
         // birth get counters, and ids, after this trigger was opened).
-        let ours = s.read().is_some_and(|r| {
-            r.len() == self.ids.len() && r.iter().all(|v| v.id.is_some())
-        });
+        let ours = s
+            .read()
+            .is_some_and(|r| r.len() == self.ids.len() && r.iter().all(|v| v.id.is_some()));
         if !ours || s.tid().is_none() {
             self.rejected += 1;
             return;
