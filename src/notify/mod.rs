@@ -33,7 +33,7 @@ pub use budget::{Budget, Rearm};
 pub use poll::{Poller, Waker};
 pub use siginfo::SigInfo;
 pub use signal::{NotifyQueue, Owner, SignalCounter, SignalOptions, ThreadSignal};
-pub use sigtrap::{Sigtrap, SigtrapCounter, SigtrapInfo};
+pub use sigtrap::{Sigtrap, SigtrapCounter, SigtrapInfo, SigtrapOptions};
 
 use crate::ring::RingStats;
 
