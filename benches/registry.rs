@@ -129,7 +129,7 @@ fn queue_to_self(
 
 fn thread_signal(c: &mut Criterion) {
     let mut g = c.benchmark_group("registry_thread_signal");
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     let helper = parked();
     let mut fill: Vec<SignalCounter> = Vec::new();
     // 1, then 10,000, then 1 again (fillers dropped): `1-again` shows how much of any

@@ -606,7 +606,7 @@ pub fn probe_signal() -> Check {
     run_probe(|| {
         // Never chain (`false`): with `None` the handler only takes a free signal or
         // one perfring already owns, so a host program's handlers are left alone.
-        let sig = match ThreadSignal::install(None, false) {
+        let sig = match ThreadSignal::builder().install() {
             Ok(s) => s,
             Err(e) => {
                 return Ok(Check::fail(format!(

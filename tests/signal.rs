@@ -48,7 +48,7 @@ fn record(n: &Notification, data: usize) {
 #[test]
 fn breakpoint_period_100_gives_exactly_100_signals_and_100_samples() {
     let _s = serial();
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     assert!(sig.signo() >= libc::SIGRTMIN() && sig.signo() <= libc::SIGRTMAX());
     HITS.store(0, SeqCst);
     let counter = bp(100).open().unwrap();
@@ -85,7 +85,7 @@ fn breakpoint_period_100_gives_exactly_100_signals_and_100_samples() {
 #[test]
 fn signals_go_to_the_chosen_thread() {
     let _s = serial();
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     HITS.store(0, SeqCst);
     LAST_TID.store(0, SeqCst);
     let (tx, rx) = std::sync::mpsc::channel();
@@ -129,7 +129,7 @@ fn signals_go_to_the_chosen_thread() {
 #[test]
 fn queue_steers_notifications_to_a_normal_thread() {
     let _s = serial();
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     let q = Arc::new(NotifyQueue::new(256));
     let counter = bp(100).open().unwrap();
     let sc = sig
@@ -179,15 +179,25 @@ fn a_foreign_handler_is_refused_unless_chaining() {
             foreign as extern "C" fn(libc::c_int) as libc::sighandler_t,
         )
     };
-    let err = ThreadSignal::install(Some(signo), false).unwrap_err();
+    let err = ThreadSignal::builder().signal(signo).install().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Signal);
     assert!(err.to_string().contains("already has a handler"), "{err}");
-    let err = ThreadSignal::install(Some(libc::SIGUSR1), false).unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Signal, "not a real-time signal");
-    let sig = ThreadSignal::install(Some(signo), true).unwrap();
+    let err = ThreadSignal::builder()
+        .signal(libc::SIGSEGV)
+        .install()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Signal, "a fault signal");
+    let sig = ThreadSignal::builder()
+        .signal(signo)
+        .chain(true)
+        .install()
+        .unwrap();
     assert_eq!(sig.signo(), signo);
     // Installing again returns the same handle.
-    assert_eq!(ThreadSignal::install(Some(signo), false).unwrap(), sig);
+    assert_eq!(
+        ThreadSignal::builder().signal(signo).install().unwrap(),
+        sig
+    );
 }
 
 static CHAINED: AtomicU64 = AtomicU64::new(0);
@@ -198,7 +208,7 @@ extern "C" fn counting_foreign(_: libc::c_int) {
 #[test]
 fn kill_sent_signals_are_ignored_and_chained() {
     let _s = serial();
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     let counter = bp(100).open().unwrap();
     let sc = sig.attach(counter, Token(1), Handler::Count).unwrap();
     let before = ThreadSignal::stray();
@@ -219,7 +229,11 @@ fn kill_sent_signals_are_ignored_and_chained() {
             counting_foreign as extern "C" fn(libc::c_int) as libc::sighandler_t,
         )
     };
-    ThreadSignal::install(Some(signo), true).unwrap();
+    ThreadSignal::builder()
+        .signal(signo)
+        .chain(true)
+        .install()
+        .unwrap();
     // SAFETY: as above.
     unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), gettid(), signo) };
     assert_eq!(CHAINED.load(SeqCst), 1);
@@ -228,7 +242,7 @@ fn kill_sent_signals_are_ignored_and_chained() {
 #[test]
 fn dropping_a_registration_drains_and_a_reused_fd_starts_clean() {
     let _s = serial();
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     for round in 0..20 {
         let counter = bp(1).open().unwrap();
         let sc = sig.attach(counter, Token(round), Handler::Count).unwrap();
@@ -247,7 +261,7 @@ fn signals_are_per_overflow_not_per_wakeup_and_need_no_ring() {
     // wakeup_events says and whether or not a ring is mapped; breakpoint signals are
     // delivered before the next user instruction, so none coalesce even at period 1.
     let _s = serial();
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     for (period, wakeup, map_ring, expect) in [
         (100u64, 10u32, true, 100u64),
         (100, 1, false, 100),

@@ -177,7 +177,7 @@ fn with_sa_restart_waitpid_goes_on_through_notifications() {
 fn process_owner_delivery_counts_every_overflow() {
     let _s = serial();
     HITS.store(0, SeqCst);
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     let counter = Counter::builder_for(target_breakpoint())
         .period(100)
         .open()
@@ -247,7 +247,7 @@ static OTHER: AtomicU64 = AtomicU64::new(0);
 fn an_attached_signal_counter_moves_its_breakpoint_in_place() {
     let _s = serial();
     HITS.store(0, SeqCst);
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     let counter = Counter::builder_for(watched_watchpoint())
         .period(1)
         .open()
@@ -428,7 +428,7 @@ fn a_free_signal_is_picked_per_sa_restart_choice() {
 fn signals_consumed_with_sigtimedwait_dispatch_through_the_registry() {
     let _s = serial();
     HITS.store(0, SeqCst);
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     let counter = Counter::builder_for(target_breakpoint())
         .period(10)
         .open()

@@ -715,7 +715,20 @@ pub unsafe extern "C" fn perfring_counter_attach_signal(
 ) -> c_int {
     with_counter(c, "perfring_counter_attach_signal", |c| {
         const OP: &str = "perfring_counter_attach_signal";
-        let sig = ThreadSignal::install((signo != 0).then_some(signo), chain != 0)?;
+        let mut options = ThreadSignal::builder().chain(chain != 0);
+        if signo != 0 {
+            if !(libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&signo) {
+                return Err(Error::new(
+                    perfring_core::ErrorKind::Signal,
+                    OP,
+                    format!("{signo} is not a real-time signal"),
+                )
+                .with_fix("pass 0 (a free one) or one in SIGRTMIN..=SIGRTMAX")
+                .into());
+            }
+            options = options.signal(signo);
+        }
+        let sig = options.install()?;
         let tid = if tid == 0 { gettid() as i32 } else { tid };
         let thunk = cb.map(|cb| Box::new(Thunk { cb, user }));
         let handler = match &thunk {

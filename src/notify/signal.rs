@@ -364,7 +364,7 @@ pub(crate) fn install_handler(
 /// ```no_run
 /// use perfring::{Counter, Event, notify::{ThreadSignal, Token, signal::Handler}};
 /// # fn hot() {}
-/// let sig = ThreadSignal::install(None, false)?; // first free SIGRTMIN+k
+/// let sig = ThreadSignal::builder().install()?; // first free SIGRTMIN+k
 /// let counter = Counter::builder_for(Event::breakpoint(perfring::event::Access::Execute, hot as usize as u64, 8))
 ///     .period(100)
 ///     .wakeup_events(1)
@@ -382,19 +382,10 @@ pub struct ThreadSignal {
 }
 
 impl ThreadSignal {
-    /// Installs (once per process and signal; later calls return the same handle) the
-    /// handler for `signo`, or for the first `SIGRTMIN+k` with no handler when `None`.
-    ///
-    /// # Errors
-    /// [`ErrorKind::Signal`] when `signo` is not a real-time signal, when it already
-    /// has a handler that is not perfring's and `chain` is false, or when every
-    /// real-time signal is taken.
-    pub fn install(signo: Option<i32>, chain: bool) -> Result<ThreadSignal> {
-        Self::install_inner(signo, chain, HandlerFlags::DEFAULT, false)
-    }
-
-    /// Options for [`SignalOptions::install`]: the signal (standard ones included),
-    /// chaining, `SA_RESTART`.
+    /// Options for [`SignalOptions::install`], the one way to install the handler:
+    /// the signal (standard ones included), chaining, `SA_RESTART`, `SA_NODEFER`,
+    /// `SA_ONSTACK`. `ThreadSignal::builder().install()` takes the first real-time
+    /// signal that is free (or already perfring's, with the same flags).
     ///
     /// # Examples
     /// ```no_run
@@ -407,24 +398,19 @@ impl ThreadSignal {
         SignalOptions::default()
     }
 
-    /// Installs the handler as `options` say (see [`SignalOptions`]). Without an
-    /// explicit signal it picks the first real-time signal that is free or already
-    /// perfring's with the same `SA_RESTART` choice.
+    /// Installs the handler (once per process and signal; later calls return the same
+    /// handle) as `options` say (see [`SignalOptions`]). Without an explicit signal it
+    /// picks the first real-time signal that is free or already perfring's with the
+    /// same flags.
     ///
     /// # Errors
-    /// As [`install`](Self::install); a standard signal is accepted unless it is one the
-    /// kernel or perfring reserves (`SIGKILL`, `SIGSTOP`, `SIGTRAP`) or a fault signal
-    /// (`SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE`).
+    /// [`ErrorKind::Signal`] when the signal already has a handler that is not
+    /// perfring's and chaining is off, when every real-time signal is taken, or for a
+    /// signal the kernel or perfring reserves (`SIGKILL`, `SIGSTOP`, `SIGTRAP`) or a
+    /// fault signal (`SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE`); any other standard
+    /// signal is accepted (it coalesces: see the module docs).
     pub fn install_with(options: SignalOptions) -> Result<ThreadSignal> {
-        Self::install_inner(options.signo, options.chain, options.flags, true)
-    }
-
-    fn install_inner(
-        signo: Option<i32>,
-        chain: bool,
-        flags: HandlerFlags,
-        standard_ok: bool,
-    ) -> Result<ThreadSignal> {
+        let (signo, chain, flags) = (options.signo, options.chain, options.flags);
         let _g = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
         let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
         let reserved = [
@@ -438,8 +424,8 @@ impl ThreadSignal {
         ];
         let signo = match signo {
             Some(s) if (min..=max).contains(&s) => s,
-            Some(s) if standard_ok && (1..min).contains(&s) && !reserved.contains(&s) => s,
-            Some(s) if standard_ok => {
+            Some(s) if (1..min).contains(&s) && !reserved.contains(&s) => s,
+            Some(s) => {
                 return Err(Error::new(
                     ErrorKind::Signal,
                     format!("ThreadSignal::install_with({s})"),
@@ -447,14 +433,6 @@ impl ThreadSignal {
                 )
                 .with_fix("pick SIGIO, SIGPROF, SIGUSR1/2, SIGALRM ... or a real-time signal (SIGRTMIN..=SIGRTMAX)"))
             }
-            Some(s) => return Err(Error::new(
-                ErrorKind::Signal,
-                format!("ThreadSignal::install({s})"),
-                format!("{s} is not a real-time signal ({min}..={max})"),
-            )
-            .with_fix(
-                "pick a signal in SIGRTMIN..=SIGRTMAX: only those queue and carry si_fd reliably",
-            )),
             None => {
                 let mut found = None;
                 for s in min..=max {
@@ -472,17 +450,17 @@ impl ThreadSignal {
                 found.ok_or_else(|| {
                     Error::new(
                         ErrorKind::Signal,
-                        "ThreadSignal::install(None)",
+                        "ThreadSignal::install_with(no signal given)",
                         "every real-time signal already has a handler",
                     )
-                    .with_fix("pass a signal number and chain = true")
+                    .with_fix("name a signal and chain to its handler: ThreadSignal::builder().signal(..).chain(true)")
                 })?
             }
         };
         if claimed_by_signalfd(signo) {
             return Err(Error::new(
                 ErrorKind::Signal,
-                format!("ThreadSignal::install({signo})"),
+                format!("ThreadSignal::install_with({signo})"),
                 format!("signal {signo} is used by a SignalFd"),
             )
             .with_fix("pick another signal (None picks a free one)"));
@@ -502,10 +480,10 @@ impl ThreadSignal {
         if foreign && !chain {
             return Err(Error::new(
                 ErrorKind::Signal,
-                format!("ThreadSignal::install({signo})"),
+                format!("ThreadSignal::install_with({signo})"),
                 format!("signal {signo} already has a handler installed by someone else"),
             )
-            .with_fix("pick another signal (None picks a free one) or pass chain = true to forward its other signals to that handler"));
+            .with_fix("pick another signal (or none: a free one is picked) or chain(true) to forward its other signals to that handler"));
         }
         st.prev_action.store(cur.sa_sigaction, SeqCst);
         st.prev_flags.store(cur.sa_flags, SeqCst);
