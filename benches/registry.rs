@@ -160,13 +160,13 @@ fn thread_signal(c: &mut Criterion) {
         let fd = std::os::fd::AsRawFd::as_raw_fd(sc.counter());
         g.bench_function(BenchmarkId::new("handler", label), |b| {
             b.iter(|| {
-                queue_to_self(sig.signo(), sys::POLL_IN as i32, |h| {
+                queue_to_self(sig.signal().number(), sys::POLL_IN as i32, |h| {
                     h._sifields._sigpoll._fd = fd;
                     h._sifields._sigpoll._band = libc::POLLIN.into();
                 })
             })
         });
-        let info = as_libc(siginfo(sig.signo(), sys::POLL_IN as i32, |h| {
+        let info = as_libc(siginfo(sig.signal().number(), sys::POLL_IN as i32, |h| {
             h._sifields._sigpoll._fd = fd;
         }));
         g.bench_function(BenchmarkId::new("dispatch", label), |b| {

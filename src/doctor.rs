@@ -628,7 +628,7 @@ pub fn probe_signal() -> Check {
         counter.counter().disable()?;
         // Signals to this thread are delivered before the disabling system call returns.
         let hits = counter.notifications();
-        let k = counter.signo() - libc::SIGRTMIN();
+        let k = counter.signal().number() - libc::SIGRTMIN();
         // Detaching clears O_ASYNC and frees the registry slot before the fd closes.
         drop(counter.detach());
         let detail = format!("{N} overflows, {hits} signals (SIGRTMIN+{k}) on this thread");

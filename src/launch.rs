@@ -713,57 +713,14 @@ pub fn output_closed(fd: std::os::fd::BorrowedFd<'_>) -> bool {
     n > 0 && p.revents & (libc::POLLERR | libc::POLLHUP) != 0
 }
 
-/// A signal number from its name: `USR1`, `SIGUSR1`, `sigusr1`, `RTMIN+2`, or a number.
+/// A signal number from its name: `USR1`, `SIGUSR1`, `sigusr1`, `RTMIN+2`, or a number
+/// (parsed as a [`Signal`](crate::Signal)).
 ///
 /// Returns `None` for an unknown name or a number outside `1..=SIGRTMAX`.
 pub fn signal_from_name(name: &str) -> Option<i32> {
-    let upper = name.trim().to_ascii_uppercase();
-    let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
-    let max = libc::SIGRTMAX();
-    if let Ok(n) = bare.parse::<i32>() {
-        return (1..=max).contains(&n).then_some(n);
-    }
-    if let Some(rest) = bare.strip_prefix("RTMIN") {
-        let off = if rest.is_empty() {
-            0
-        } else {
-            rest.strip_prefix('+')?.parse::<i32>().ok()?
-        };
-        let n = libc::SIGRTMIN() + off;
-        return (n <= max).then_some(n);
-    }
-    const NAMES: &[(&str, i32)] = &[
-        ("HUP", libc::SIGHUP),
-        ("INT", libc::SIGINT),
-        ("QUIT", libc::SIGQUIT),
-        ("ILL", libc::SIGILL),
-        ("TRAP", libc::SIGTRAP),
-        ("ABRT", libc::SIGABRT),
-        ("BUS", libc::SIGBUS),
-        ("FPE", libc::SIGFPE),
-        ("KILL", libc::SIGKILL),
-        ("USR1", libc::SIGUSR1),
-        ("SEGV", libc::SIGSEGV),
-        ("USR2", libc::SIGUSR2),
-        ("PIPE", libc::SIGPIPE),
-        ("ALRM", libc::SIGALRM),
-        ("TERM", libc::SIGTERM),
-        ("CHLD", libc::SIGCHLD),
-        ("CONT", libc::SIGCONT),
-        ("STOP", libc::SIGSTOP),
-        ("TSTP", libc::SIGTSTP),
-        ("TTIN", libc::SIGTTIN),
-        ("TTOU", libc::SIGTTOU),
-        ("URG", libc::SIGURG),
-        ("XCPU", libc::SIGXCPU),
-        ("XFSZ", libc::SIGXFSZ),
-        ("VTALRM", libc::SIGVTALRM),
-        ("PROF", libc::SIGPROF),
-        ("WINCH", libc::SIGWINCH),
-        ("IO", libc::SIGIO),
-        ("SYS", libc::SIGSYS),
-    ];
-    NAMES.iter().find(|(n, _)| *n == bare).map(|(_, s)| *s)
+    name.parse::<crate::Signal>()
+        .ok()
+        .map(crate::Signal::number)
 }
 
 /// The thread ids of process `pid` (from `/proc/PID/task`), sorted: what a per-thread

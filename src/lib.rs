@@ -27,5 +27,5 @@ pub use counter::{Builder, Count, Counter, Group, GroupCounts, ReadFormat, Sampl
 pub use error::{Error, ErrorKind, Result};
 pub use event::Event;
 pub use notify::{
-    Accounting, Budget, Notification, NotifyKind, Poller, Sigtrap, ThreadSignal, Token,
+    Accounting, Budget, Notification, NotifyKind, Poller, Signal, Sigtrap, ThreadSignal, Token,
 };

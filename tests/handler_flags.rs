@@ -130,13 +130,13 @@ fn thread_signal_nodefer_delivers_a_notification_raised_in_the_handler_inside_it
         reset();
         // Its own signal per choice: flags belong to the signal number.
         let sig = ThreadSignal::builder()
-            .signal(libc::SIGRTMIN() + 3 + i32::from(nodefer))
+            .signal(perfring::Signal::rtmin(3 + u32::from(nodefer)).unwrap())
             .nodefer(nodefer)
             .onstack(false)
             .install()
             .unwrap();
         assert_eq!((sig.nodefer(), sig.onstack()), (nodefer, false));
-        let (flags, masked) = installed(sig.signo());
+        let (flags, masked) = installed(sig.signal().number());
         assert_eq!(flags & libc::SA_NODEFER != 0, nodefer);
         assert_eq!(flags & libc::SA_ONSTACK, 0);
         assert_eq!(masked, !nodefer);

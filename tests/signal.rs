@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use perfring::notify::signal::Handler;
 use perfring::notify::{Notification, NotifyKind, NotifyQueue, ThreadSignal, Token};
 use perfring::ring::{Ring, RingSize};
-use perfring::{Counter, ErrorKind, SampleType};
+use perfring::{Counter, ErrorKind, SampleType, Signal};
 use util::*;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -49,7 +49,7 @@ fn record(n: &Notification, data: usize) {
 fn breakpoint_period_100_gives_exactly_100_signals_and_100_samples() {
     let _s = serial();
     let sig = ThreadSignal::builder().install().unwrap();
-    assert!(sig.signo() >= libc::SIGRTMIN() && sig.signo() <= libc::SIGRTMAX());
+    assert!(sig.signal().number() >= libc::SIGRTMIN() && sig.signal().number() <= libc::SIGRTMAX());
     HITS.store(0, SeqCst);
     let counter = bp(100).open().unwrap();
     let mut ring = Ring::map(&counter, RingSize::Pages(16)).unwrap();
@@ -179,23 +179,29 @@ fn a_foreign_handler_is_refused_unless_chaining() {
             foreign as extern "C" fn(libc::c_int) as libc::sighandler_t,
         )
     };
-    let err = ThreadSignal::builder().signal(signo).install().unwrap_err();
+    let err = ThreadSignal::builder()
+        .signal(Signal::new(signo).unwrap())
+        .install()
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Signal);
     assert!(err.to_string().contains("already has a handler"), "{err}");
     let err = ThreadSignal::builder()
-        .signal(libc::SIGSEGV)
+        .signal(Signal::new(libc::SIGSEGV).unwrap())
         .install()
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Signal, "a fault signal");
     let sig = ThreadSignal::builder()
-        .signal(signo)
+        .signal(Signal::new(signo).unwrap())
         .chain(true)
         .install()
         .unwrap();
-    assert_eq!(sig.signo(), signo);
+    assert_eq!(sig.signal().number(), signo);
     // Installing again returns the same handle.
     assert_eq!(
-        ThreadSignal::builder().signal(signo).install().unwrap(),
+        ThreadSignal::builder()
+            .signal(Signal::new(signo).unwrap())
+            .install()
+            .unwrap(),
         sig
     );
 }
@@ -213,9 +219,16 @@ fn kill_sent_signals_are_ignored_and_chained() {
     let sc = sig.attach(counter, Token(1), Handler::Count).unwrap();
     let before = ThreadSignal::stray();
     // SAFETY: tgkill to our own thread with a signal we handle.
-    unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), gettid(), sig.signo()) };
+    unsafe {
+        libc::syscall(
+            libc::SYS_tgkill,
+            libc::getpid(),
+            gettid(),
+            sig.signal().number(),
+        )
+    };
     // SAFETY: as above.
-    unsafe { libc::kill(libc::getpid(), sig.signo()) };
+    unsafe { libc::kill(libc::getpid(), sig.signal().number()) };
     std::thread::sleep(std::time::Duration::from_millis(20));
     assert_eq!(sc.notifications(), 0, "si_code <= 0 is not an overflow");
     assert!(ThreadSignal::stray() >= before + 2);
@@ -230,7 +243,7 @@ fn kill_sent_signals_are_ignored_and_chained() {
         )
     };
     ThreadSignal::builder()
-        .signal(signo)
+        .signal(Signal::new(signo).unwrap())
         .chain(true)
         .install()
         .unwrap();

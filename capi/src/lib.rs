@@ -726,7 +726,7 @@ pub unsafe extern "C" fn perfring_counter_attach_signal(
                 .with_fix("pass 0 (a free one) or one in SIGRTMIN..=SIGRTMAX")
                 .into());
             }
-            options = options.signal(signo);
+            options = options.signal(perfring_core::Signal::new(signo)?);
         }
         let sig = options.install()?;
         let tid = if tid == 0 { gettid() as i32 } else { tid };
@@ -741,7 +741,7 @@ pub unsafe extern "C" fn perfring_counter_attach_signal(
         c.thunk = thunk;
         if !signo_out.is_null() {
             // SAFETY: non-null and writable by contract.
-            unsafe { *signo_out = sig.signo() };
+            unsafe { *signo_out = sig.signal().number() };
         }
         Ok(PERFRING_OK)
     })

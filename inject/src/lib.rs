@@ -443,10 +443,8 @@ fn start() -> Result<(), String> {
     let signal = match config.signal {
         // chain: a handler the program had (inherited SIG_IGN aside) keeps its signals.
         Some(sig) => Some(
-            ThreadSignal::builder()
-                .signal(sig)
-                .chain(true)
-                .install()
+            perfring::Signal::new(sig)
+                .and_then(|sig| ThreadSignal::builder().signal(sig).chain(true).install())
                 .map_err(|e| e.to_string())?,
         ),
         None => None,

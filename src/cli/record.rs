@@ -129,7 +129,7 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
             }
             // A terminal's Ctrl-C reaches the command too; one sent to us alone is
             // passed on (a second one ends the recording whatever the command does).
-            let _ = sampler.signal_target(sig);
+            let _ = perfring::Signal::new(sig).and_then(|s| sampler.signal_target(s));
         }
         match sampler.target_ended() {
             Ok(Some(_)) => break Ok(()),

@@ -270,7 +270,7 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
                 break Ok(End::Interrupted);
             }
             // A terminal's Ctrl-C reaches the command too; pass ours on.
-            let _ = armed.sampler().signal_target(sig);
+            let _ = perfring::Signal::new(sig).and_then(|s| armed.sampler().signal_target(s));
         }
         if polled.hup {
             break Ok(End::TargetExited);

@@ -517,7 +517,7 @@ fn watch_loop(
             }
             // A terminal's Ctrl-C reaches the command too; a signal for us alone is
             // passed on, and we report once it has ended.
-            let _ = sampler.signal_target(sig);
+            let _ = perfring::Signal::new(sig).and_then(|s| sampler.signal_target(s));
         }
         if sampler.target_ended().map_err(Failure::Runtime)?.is_some() {
             return Ok(End::TargetExited);

@@ -25,6 +25,7 @@ mod registry;
 pub mod siginfo;
 pub mod signal;
 pub mod signalfd;
+mod signo;
 pub mod sigtrap;
 #[cfg(feature = "tokio")]
 pub mod tokio;
@@ -33,6 +34,7 @@ pub use budget::{Budget, Rearm};
 pub use poll::{Poller, Waker};
 pub use siginfo::SigInfo;
 pub use signal::{NotifyQueue, Owner, SignalCounter, SignalOptions, ThreadSignal};
+pub use signo::Signal;
 pub use sigtrap::{Sigtrap, SigtrapCounter, SigtrapInfo, SigtrapOptions};
 
 use crate::ring::RingStats;

@@ -46,6 +46,7 @@ use super::budget::Budget;
 use super::queue::NotifyQueue as Queue;
 use super::registry::Registry;
 use super::siginfo::{interrupted_ip, interrupted_sp_fp, ErrnoGuard, SigInfo};
+use super::signo::Signal;
 use super::{Accounting, Notification, NotifyKind, Token};
 use crate::counter::Counter;
 use crate::ring::RingStats;
@@ -391,7 +392,7 @@ impl ThreadSignal {
     /// ```no_run
     /// use perfring::notify::ThreadSignal;
     /// // SIGPROF, and let notifications interrupt blocking calls with EINTR.
-    /// let sig = ThreadSignal::builder().signal(libc::SIGPROF).restart(false).install()?;
+    /// let sig = ThreadSignal::builder().signal(perfring::Signal::SIGPROF).restart(false).install()?;
     /// # Ok::<(), perfring::Error>(())
     /// ```
     pub fn builder() -> SignalOptions {
@@ -494,9 +495,9 @@ impl ThreadSignal {
         Ok(ThreadSignal { signo })
     }
 
-    /// The signal number.
-    pub fn signo(&self) -> i32 {
-        self.signo
+    /// The signal.
+    pub fn signal(&self) -> Signal {
+        Signal::known(self.signo)
     }
 
     /// The handler that this signal's non-perfring deliveries (`kill`, unknown fds) are
@@ -736,10 +737,10 @@ impl Default for SignalOptions {
 }
 
 impl SignalOptions {
-    /// Use `signo`: a real-time signal, or a standard one such as `SIGIO` or `SIGPROF`
-    /// (those coalesce: see the module docs).
-    pub fn signal(mut self, signo: i32) -> Self {
-        self.signo = Some(signo);
+    /// Use `signal`: a real-time signal, or a standard one such as `SIGIO` or
+    /// `SIGPROF` (those coalesce: see the module docs).
+    pub fn signal(mut self, signal: Signal) -> Self {
+        self.signo = Some(signal.number());
         self
     }
 
@@ -908,9 +909,9 @@ impl SignalCounter {
         self.token
     }
 
-    /// The signal number.
-    pub fn signo(&self) -> i32 {
-        self.signo
+    /// The signal.
+    pub fn signal(&self) -> Signal {
+        Signal::known(self.signo)
     }
 
     /// Who receives its signals.

@@ -17,6 +17,7 @@ use std::marker::PhantomData;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use super::signal::{arm_fd, claim_for_signalfd, disarm_fd, unclaim_for_signalfd};
+use super::signo::Signal;
 use super::{Accounting, Notification, NotifyKind, Token};
 use crate::counter::Counter;
 use crate::ring::RingStats;
@@ -76,15 +77,15 @@ fn sig_err(op: String) -> Error {
 }
 
 impl SignalFd {
-    /// Blocks `signo` (or the first free `SIGRTMIN+k` when `None`) in the calling
+    /// Blocks `signal` (or the first free `SIGRTMIN+k` when `None`) in the calling
     /// thread and opens a non-blocking `signalfd` for it.
     ///
     /// # Errors
     /// [`ErrorKind::Signal`] when the signal is not real-time, has a handler (a
     /// handler and a signalfd would race for it), or is used by another `SignalFd`.
     #[doc(alias = "signalfd")]
-    pub fn new(signo: Option<i32>) -> Result<SignalFd> {
-        let signo = claim_for_signalfd(signo)?;
+    pub fn new(signal: Option<Signal>) -> Result<SignalFd> {
+        let signo = claim_for_signalfd(signal.map(Signal::number))?;
         // SAFETY: zeroed sigsets are valid to initialise.
         let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
@@ -119,9 +120,9 @@ impl SignalFd {
         })
     }
 
-    /// The signal number.
-    pub fn signo(&self) -> i32 {
-        self.signo
+    /// The signal.
+    pub fn signal(&self) -> Signal {
+        Signal::known(self.signo)
     }
 
     /// Aims `counter`'s overflow signals at this signalfd (this thread).

@@ -801,9 +801,9 @@ impl Sampler {
     ///
     /// # Errors
     /// [`ErrorKind::InvalidArgument`] for a CPU target; the `kill` errno otherwise.
-    pub fn signal_target(&self, signal: i32) -> Result<()> {
+    pub fn signal_target(&self, signal: crate::Signal) -> Result<()> {
         match self.watchee.pid() {
-            Some(pid) => crate::launch::signal_process(pid, signal),
+            Some(pid) => crate::launch::signal_process(pid, signal.number()),
             None => Err(Error::new(
                 ErrorKind::InvalidArgument,
                 "Sampler::signal_target",

@@ -47,7 +47,7 @@ pub enum Notify {
     /// overflows) is one event, so one signal.
     /// For one signal per overflow, leave `wakeup_events` at 0 with this notification.
     Signal {
-        /// The installed signal ([`ThreadSignal::install`]).
+        /// The installed signal ([`ThreadSignal::builder`]).
         signal: ThreadSignal,
         /// The thread of this process the signals go to.
         tid: Option<libc::pid_t>,
