@@ -25,7 +25,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use perfring::notify::signal::Handler;
 use perfring::notify::sigtrap::TrapHandler;
 use perfring::notify::{Owner, SignalCounter, Sigtrap, SigtrapCounter, ThreadSignal, Token};
-use perfring::{sys, Counter, Event, Target};
+use perfring::{sys, Counter, Event, Scope};
 
 const MANY: usize = 10_000;
 
@@ -73,7 +73,7 @@ fn parked() -> Parked {
 fn filler(tid: libc::pid_t) -> perfring::Builder {
     Counter::builder("dummy")
         .unwrap()
-        .target(Target::Thread(tid))
+        .target(Scope::Thread(tid))
         .period(1)
 }
 

@@ -23,7 +23,7 @@ pub mod sys;
 pub mod trigger;
 pub mod unwind;
 
-pub use counter::{Builder, Count, Counter, Group, GroupCounts, ReadFormat, SampleType, Target};
+pub use counter::{Builder, Count, Counter, Group, GroupCounts, ReadFormat, SampleType, Scope};
 pub use error::{Error, ErrorKind, Result};
 pub use event::Event;
 pub use notify::{

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use perfring::launch::{Command, ExitStatus};
 use perfring::notify::{NotifyKind, Poller, Token};
 use perfring::ring::{Ring, RingSize};
-use perfring::{sys, Counter, Event, ReadFormat, SampleType, Target};
+use perfring::{sys, Counter, Event, ReadFormat, SampleType, Scope};
 use util::*;
 
 /// Sample records a page holds with IP | TID (8 header + 8 + 8 bytes).
@@ -50,7 +50,7 @@ fn one_page_ring_under_a_breakpoint_storm_accounts_every_overflow() {
         call_target(N - 10_000);
     });
     let counter = Counter::builder_for(target_breakpoint())
-        .target(Target::Thread(tid as i32))
+        .target(Scope::Thread(tid as i32))
         .period(1)
         .sample(SampleType::IP | SampleType::TID)
         .read_format(ReadFormat::LOST)
@@ -200,7 +200,7 @@ fn target_sigkilled_while_its_ring_is_drained() {
         target,
         8,
     ))
-    .target(Target::Thread(pid))
+    .target(Scope::Thread(pid))
     .period(1)
     .sample(SampleType::IP | SampleType::TID)
     .read_format(ReadFormat::LOST)

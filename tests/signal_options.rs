@@ -15,7 +15,7 @@ use perfring::notify::signal::Handler;
 use perfring::notify::sigtrap::TrapHandler;
 use perfring::notify::{Notification, Owner, Sigtrap, SigtrapInfo, ThreadSignal, Token};
 use perfring::ring::{Ring, RingSize};
-use perfring::{Counter, ErrorKind, Event, SampleType, Signal, Target};
+use perfring::{Counter, ErrorKind, Event, SampleType, Scope, Signal};
 use util::*;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -105,7 +105,7 @@ fn wait_for_watched_child(sig: ThreadSignal) -> (libc::pid_t, i32, u64) {
     HITS.store(0, SeqCst);
     let (pid, go) = forked_worker(gettid(), 20_000);
     let counter = Counter::builder_for(target_breakpoint())
-        .target(Target::Thread(pid))
+        .target(Scope::Thread(pid))
         .period(100)
         .sample(SampleType::IP)
         .wakeup_watermark(1024)

@@ -7,7 +7,7 @@ use perfring::launch::{Command, Waited};
 use perfring::symbols::{
     resolve_event, AddressSpace, ElfType, ProcessMaps, Symbols, TargetImage, NO_ASLR_PIE_BASE,
 };
-use perfring::{Counter, ErrorKind, Target};
+use perfring::{Counter, ErrorKind, Scope};
 
 const N: u64 = 7;
 
@@ -70,7 +70,7 @@ fn count_spawned(prog: &std::path::Path, spec: &str, no_aslr: bool) -> u64 {
         .spawn_stopped()
         .unwrap();
     let counter = Counter::builder_for(event)
-        .target(Target::Thread(stopped.pid()))
+        .target(Scope::Thread(stopped.pid()))
         .period(1)
         .exclude_kernel(true)
         .enable_on_exec(true)
@@ -216,7 +216,7 @@ fn mem_symbol_in_a_loaded_library_counts_each_call() {
     assert!(e.to_string().contains("did you mean 'getppid'"), "{e}");
 
     let counter = Counter::builder_for(qualified)
-        .target(Target::Thread(pid))
+        .target(Scope::Thread(pid))
         .period(1)
         .exclude_kernel(true)
         .enabled(true)

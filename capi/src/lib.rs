@@ -45,7 +45,7 @@ use perfring_core::notify::{
 use perfring_core::records::{Layout, Record, RecordKind};
 use perfring_core::ring::{Ring, RingSize};
 use perfring_core::symbols::{self, TargetImage};
-use perfring_core::{Builder, Counter, Error, ErrorKind, SampleType, Target};
+use perfring_core::{Builder, Counter, Error, ErrorKind, SampleType, Scope};
 
 pub use overflow::{perfring_overflow, PERFRING_HUP, PERFRING_OVERFLOW};
 
@@ -418,11 +418,11 @@ fn builder_from(event: &str, o: &perfring_options) -> Result<Builder, Fail> {
         b = b.sigtrap(o.sig_data);
     }
     b = b.target(match (o.pid, o.cpu) {
-        (0, -1) => Target::CallingThread,
-        (p, -1) => Target::Thread(p),
-        (-1, c) => Target::Cpu(c),
-        (0, c) => Target::ThreadOnCpu(0, c),
-        (p, c) => Target::ThreadOnCpu(p, c),
+        (0, -1) => Scope::CallingThread,
+        (p, -1) => Scope::Thread(p),
+        (-1, c) => Scope::Cpu(c),
+        (0, c) => Scope::ThreadOnCpu(0, c),
+        (p, c) => Scope::ThreadOnCpu(p, c),
     });
     Ok(b)
 }

@@ -8,7 +8,7 @@ use std::ffi::OsString;
 
 use lexopt::{Arg, Parser};
 use perfring::symbols::{resolve_event, TargetImage};
-use perfring::{Builder, Counter, ReadFormat, SampleType, Target};
+use perfring::{Builder, Counter, ReadFormat, SampleType, Scope};
 
 use super::Failure;
 
@@ -246,17 +246,17 @@ impl EventArgs {
     }
 
     /// Whom to watch: `-p`/`-t` (one thread or process), `-C` (a CPU), both, or neither.
-    pub fn target(&self) -> Result<Target, Failure> {
+    pub fn target(&self) -> Result<Scope, Failure> {
         let who = match (self.pid, self.tid) {
             (Some(_), Some(_)) => return Err(usage("-p and -t are exclusive: give one")),
             (Some(id), None) | (None, Some(id)) => Some(id),
             (None, None) => None,
         };
         Ok(match (who, self.cpu) {
-            (None, None) => Target::CallingThread,
-            (Some(id), None) => Target::Thread(id),
-            (None, Some(cpu)) => Target::Cpu(cpu),
-            (Some(id), Some(cpu)) => Target::ThreadOnCpu(id, cpu),
+            (None, None) => Scope::CallingThread,
+            (Some(id), None) => Scope::Thread(id),
+            (None, Some(cpu)) => Scope::Cpu(cpu),
+            (Some(id), Some(cpu)) => Scope::ThreadOnCpu(id, cpu),
         })
     }
 
@@ -871,10 +871,10 @@ mod tests {
         assert_eq!((a.type_, a.config), (1, 0));
         assert_eq!(a.sample_type, (SampleType::IP | SampleType::TID).bits());
         assert_eq!(a.inherit(), 1);
-        assert_eq!(b.target_of(), Target::Thread(42));
+        assert_eq!(b.target_of(), Scope::Thread(42));
         let b = explain("explain -e cpu-clock -F 0x10 -C 1 --sigtrap 7");
         assert_eq!((b.attr().freq(), b.attr().sigtrap()), (1, 1));
-        assert_eq!(b.target_of(), Target::Cpu(1));
+        assert_eq!(b.target_of(), Scope::Cpu(1));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::fmt::Write;
 
-use perfring::{sys, Builder, ReadFormat, SampleType, Target};
+use perfring::{sys, Builder, ReadFormat, SampleType, Scope};
 
 use super::json::{self, Json};
 
@@ -284,10 +284,10 @@ pub fn fields(builder: &Builder) -> Vec<Field> {
         field("sig_data", Value::Hex(a.sig_data)),
     ]);
     let (pid, cpu) = match builder.target_of() {
-        Target::CallingThread => (0, -1),
-        Target::Thread(tid) => (tid, -1),
-        Target::Cpu(cpu) => (-1, cpu),
-        Target::ThreadOnCpu(tid, cpu) => (tid, cpu),
+        Scope::CallingThread => (0, -1),
+        Scope::Thread(tid) => (tid, -1),
+        Scope::Cpu(cpu) => (-1, cpu),
+        Scope::ThreadOnCpu(tid, cpu) => (tid, cpu),
     };
     f.extend([
         field("pid", Value::Signed(pid.into())),

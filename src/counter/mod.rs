@@ -15,7 +15,7 @@ mod group;
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
-pub use builder::{Builder, Target};
+pub use builder::{Builder, Scope};
 pub use flags::{ReadFormat, SampleType};
 pub use group::{Group, GroupCounts, GroupReader, GroupValue, GroupView};
 
@@ -49,7 +49,7 @@ pub fn clock_ns(clockid: i32) -> u64 {
 }
 
 /// The online CPUs, from `/sys/devices/system/cpu/online`: what a per-CPU counter
-/// needs, e.g. one [`Target::ThreadOnCpu`] per CPU for an inherited counter with a
+/// needs, e.g. one [`Scope::ThreadOnCpu`] per CPU for an inherited counter with a
 /// ring (the kernel refuses to map an inherited counter opened on every CPU, `cpu = -1`).
 ///
 /// # Errors
@@ -113,7 +113,7 @@ pub struct Counter {
     fd: OwnedFd,
     event: Event,
     attr: sys::perf_event_attr,
-    target: Target,
+    target: Scope,
 }
 
 impl std::fmt::Debug for Counter {
@@ -144,7 +144,7 @@ impl Counter {
         fd: OwnedFd,
         event: Event,
         attr: sys::perf_event_attr,
-        target: Target,
+        target: Scope,
     ) -> Self {
         Counter {
             fd,
@@ -165,7 +165,7 @@ impl Counter {
     }
 
     /// Whom the counter watches.
-    pub fn target(&self) -> Target {
+    pub fn target(&self) -> Scope {
         self.target
     }
 

@@ -183,17 +183,17 @@ impl Ring {
     /// good, 39 to 99.8 % of the samples unreported).
     /// Use it for counters that write nothing (counting, no period) or for one
     /// thread at a time; to sample threads, open one counter per CPU
-    /// (`Target::ThreadOnCpu`) with a ring each, or one counter per thread (the
+    /// (`Scope::ThreadOnCpu`) with a ring each, or one counter per thread (the
     /// sampler's `exact_periods`).
     ///
     /// # Errors
     /// As [`map`](Self::map) and [`Counter::set_output`]; [`ErrorKind::InvalidArgument`]
     /// for a counter that watches a CPU.
     pub fn map_inherited(counter: &Counter, size: RingSize) -> Result<(Counter, Ring)> {
-        use crate::counter::{Builder, SampleType, Target};
+        use crate::counter::{Builder, SampleType, Scope};
         use crate::event::{Event, Software};
         let target = counter.target();
-        if matches!(target, Target::Cpu(_) | Target::ThreadOnCpu(..)) {
+        if matches!(target, Scope::Cpu(_) | Scope::ThreadOnCpu(..)) {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 format!("Ring::map_inherited({})", counter.event().name()),

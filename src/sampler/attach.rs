@@ -89,7 +89,7 @@ fn keeper(tid: libc::pid_t) -> Builder {
             .exclude_kernel(true)
             .enabled(false)
     };
-    b.target(crate::Target::Thread(tid))
+    b.target(crate::Scope::Thread(tid))
 }
 
 /// Whether an event samples (a period or a frequency), i.e. writes records.
@@ -300,7 +300,7 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
                 s.open_tracking(-1, Some(cpu))?;
                 let mut opened = vec![None; s.builders.len()];
                 for i in 0..s.builders.len() {
-                    let b = s.event_builder(i, crate::Target::Cpu(cpu));
+                    let b = s.event_builder(i, crate::Scope::Cpu(cpu));
                     let b = s.join_group(i, b, &opened);
                     let c = s.open_budgeted(&b)?;
                     s.note_id(Some(i), &c)?;
@@ -364,7 +364,7 @@ impl Sampler {
 
     /// The builder for one more counter of event `i`: in sigtrap mode, with a
     /// `sig_data` of its own.
-    fn event_builder(&mut self, i: usize, target: crate::Target) -> Builder {
+    fn event_builder(&mut self, i: usize, target: crate::Scope) -> Builder {
         let b = self.builders[i].clone().target(target);
         if !matches!(self.notify, super::Notify::Sigtrap { .. }) {
             return b;
@@ -432,14 +432,14 @@ impl Sampler {
             return Ok(());
         };
         let inherited = b.attr().inherit() != 0 && cpu.is_none();
-        let targets: Vec<crate::Target> = match cpu {
-            Some(c) => vec![crate::Target::Cpu(c)],
+        let targets: Vec<crate::Scope> = match cpu {
+            Some(c) => vec![crate::Scope::Cpu(c)],
             None if inherited => self
                 .cpus
                 .iter()
-                .map(|&c| crate::Target::ThreadOnCpu(pid, c))
+                .map(|&c| crate::Scope::ThreadOnCpu(pid, c))
                 .collect(),
-            None => vec![crate::Target::Thread(pid)],
+            None => vec![crate::Scope::Thread(pid)],
         };
         let b = b.clone();
         // Signals for tracking records matter only to follow threads (per-thread mode);
@@ -452,7 +452,7 @@ impl Sampler {
         for t in targets {
             let counter = b.clone().target(t).open()?;
             self.note_id(None, &counter)?;
-            if let crate::Target::ThreadOnCpu(_, c) = t {
+            if let crate::Scope::ThreadOnCpu(_, c) = t {
                 if !self.cpu_rings.contains_key(&(None, c)) {
                     self.open_cpu_ring(None, c, &counter)?;
                 }
@@ -476,7 +476,7 @@ impl Sampler {
     fn open_cpu_ring(&mut self, event: Option<usize>, cpu: i32, like: &Counter) -> Result<()> {
         let attr = like.attr();
         let mut b = Builder::new(Event::software(Software::Dummy))
-            .target(crate::Target::ThreadOnCpu(std::process::id() as i32, cpu))
+            .target(crate::Scope::ThreadOnCpu(std::process::id() as i32, cpu))
             .sample(SampleType::from_bits(attr.sample_type))
             .sample_id_all(attr.sample_id_all() != 0)
             .exclude_kernel(true);
@@ -543,7 +543,7 @@ impl Sampler {
         for i in 0..self.builders.len() {
             if !self.exact_periods {
                 for (k, &c) in cpus.iter().enumerate() {
-                    let b = self.event_builder(i, crate::Target::ThreadOnCpu(tid, c));
+                    let b = self.event_builder(i, crate::Scope::ThreadOnCpu(tid, c));
                     let b = self.join_group(i, b, &opened[k]);
                     let counter = b.open()?;
                     self.note_id(Some(i), &counter)?;
@@ -565,7 +565,7 @@ impl Sampler {
                 }
                 continue;
             }
-            let b = self.event_builder(i, crate::Target::Thread(tid));
+            let b = self.event_builder(i, crate::Scope::Thread(tid));
             let b = self.join_group(i, b, &opened[0]);
             let counter = b.open()?;
             self.note_id(Some(i), &counter)?;
@@ -595,7 +595,7 @@ impl Sampler {
         let mut opened = vec![None; self.builders.len()];
         for i in 0..self.builders.len() {
             let b = self
-                .event_builder(i, crate::Target::Thread(tid))
+                .event_builder(i, crate::Scope::Thread(tid))
                 .enable_on_exec(main && self.budget.is_none());
             let b = self.join_group(i, b, &opened);
             let counter = match self.open_budgeted(&b) {

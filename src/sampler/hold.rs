@@ -25,7 +25,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::counter::{Builder, Counter, Target as Scope};
+use crate::counter::{Builder, Counter, Scope};
 use crate::notify::{Poller, Waker};
 use crate::ring::{Ring, RingSize};
 use crate::sys::ptrace;

@@ -10,7 +10,7 @@ use perfring::notify::{Poller, Token};
 use perfring::output::{EventInfo, Sink, StreamStats, Streamer};
 use perfring::ring::{Ring, RingSize};
 use perfring::symbols::{resolve_event, TargetImage};
-use perfring::{Builder, Counter, SampleType, Target};
+use perfring::{Builder, Counter, SampleType, Scope};
 
 /// What to record.
 pub struct Spec<'a> {
@@ -60,7 +60,7 @@ pub fn record<S: Sink>(
         .no_aslr(true)
         .spawn_stopped()
         .expect("spawn");
-    let target = Target::Thread(stopped.pid());
+    let target = Scope::Thread(stopped.pid());
     let mut poller = Poller::new().unwrap();
     let mut events = Vec::new();
     let mut keep = Vec::new();
