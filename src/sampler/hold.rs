@@ -269,12 +269,9 @@ impl Tracer {
                 }
                 return self.reap_each() || any;
             }
-            match ptrace::wait_nohang(tid) {
-                Ok(Some(status)) => {
-                    any = true;
-                    self.on_status(tid, status);
-                }
-                Ok(None) | Err(_) => {}
+            if let Ok(Some(status)) = ptrace::wait_nohang(tid) {
+                any = true;
+                self.on_status(tid, status);
             }
         }
     }
