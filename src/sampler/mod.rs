@@ -129,7 +129,7 @@ use crate::records::Layout;
 use crate::ring::{Ring, RingSize};
 use crate::{sys, Error, ErrorKind, Result};
 
-use drain::{Sink, Slot, TaskQueue};
+use drain::{Deliverer, Slot, TaskQueue};
 use stats::Threads;
 use target::Watchee;
 
@@ -475,9 +475,9 @@ impl Sampler {
         Ok(n)
     }
 
-    fn sink(&mut self) -> (Sink<'_>, &mut Poller, &mut Vec<(usize, Counter, Ring)>) {
+    fn deliverer(&mut self) -> (Deliverer<'_>, &mut Poller, &mut Vec<(usize, Counter, Ring)>) {
         (
-            Sink {
+            Deliverer {
                 slots: &mut self.slots,
                 events: &self.events,
                 tracking: self.tracking.as_ref(),
@@ -495,10 +495,10 @@ impl Sampler {
         if !self.early_slots.is_empty() {
             let early = std::mem::take(&mut self.early);
             let slots = std::mem::take(&mut self.early_slots);
-            let (mut sink, _, _) = self.sink();
+            let (mut deliverer, _, _) = self.deliverer();
             let mut at = 0;
             for &(slot, len) in &slots {
-                sink.record(slot, &early[at..at + len], f);
+                deliverer.record(slot, &early[at..at + len], f);
                 at += len;
                 n += 1;
             }
@@ -510,18 +510,18 @@ impl Sampler {
             if self.slots[slot].event.is_some() || self.slots[slot].closed {
                 continue;
             }
-            let (mut sink, poller, _) = self.sink();
+            let (mut deliverer, poller, _) = self.deliverer();
             n += poller.drain(Token(slot as u64), |t, raw| {
-                sink.record(t.0 as usize, raw.bytes(), f)
+                deliverer.record(t.0 as usize, raw.bytes(), f)
             });
         }
-        let (mut sink, poller, muted) = self.sink();
-        n += poller.drain_all(|t, raw| sink.record(t.0 as usize, raw.bytes(), f));
+        let (mut deliverer, poller, muted) = self.deliverer();
+        n += poller.drain_all(|t, raw| deliverer.record(t.0 as usize, raw.bytes(), f));
         for (slot, _, ring) in muted.iter_mut() {
             let mut batch = ring.batch();
             while let Some(r) = batch.next() {
                 if let Ok(raw) = r {
-                    sink.record(*slot, raw.bytes(), f);
+                    deliverer.record(*slot, raw.bytes(), f);
                     n += 1;
                 }
             }
@@ -548,8 +548,10 @@ impl Sampler {
     fn close_slot(&mut self, slot: usize, f: &mut dyn FnMut(Delivery<'_>)) {
         let token = Token(slot as u64);
         let inherit = self.mode == Mode::Inherit;
-        let (mut sink, poller, muted) = self.sink();
-        poller.drain(token, |t, raw| sink.record(t.0 as usize, raw.bytes(), f));
+        let (mut deliverer, poller, muted) = self.deliverer();
+        poller.drain(token, |t, raw| {
+            deliverer.record(t.0 as usize, raw.bytes(), f)
+        });
         let Some((counter, ring)) = poller.deregister(token) else {
             return;
         };
