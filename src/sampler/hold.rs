@@ -13,8 +13,8 @@
 //! as if untraced: a signal is delivered (`PTRACE_CONT` with it), a group stop waits
 //! for `SIGCONT` (`PTRACE_LISTEN`).
 //!
-//! The tracer polls `waitpid(__WNOTHREAD)` (its own tracees only, never another
-//! thread's children), backing off from 50 µs after activity to 2 ms when idle, so a
+//! The tracer polls `waitid(__WNOTHREAD)` (its own tracees only, never another
+//! thread's children), backing off from 20 µs after activity to 2 ms when idle, so a
 //! stop waits at most that long; requests from the sampler wake it at once. When the
 //! holder is dropped the tracer thread returns, and its exit detaches every tracee
 //! (the kernel's `exit_ptrace`): a stop it had not passed on yet goes on as untraced
@@ -35,7 +35,7 @@ const OPTIONS: libc::c_int =
     libc::PTRACE_O_TRACECLONE | libc::PTRACE_O_TRACEFORK | libc::PTRACE_O_TRACEVFORK;
 
 /// Shortest and longest sleep between two `waitpid` polls of the tracer.
-const FAST: Duration = Duration::from_micros(50);
+const FAST: Duration = Duration::from_micros(20);
 const SLOW: Duration = Duration::from_millis(2);
 
 /// What the tracer opens on each new task: every event, grouped as the sampler's.
@@ -233,8 +233,16 @@ impl Tracer {
             } else {
                 (sleep * 2).min(SLOW)
             };
-            let timeout = (!self.traced.is_empty()).then_some(sleep);
-            let _ = self.poller.poll(&mut scratch, timeout);
+            if self.traced.is_empty() {
+                // Nothing to reap: sleep until the holder rings.
+                let _ = self.poller.poll(&mut scratch, None);
+            } else if sleep < Duration::from_millis(1) {
+                // epoll waits whole milliseconds: a short nap is a plain sleep (a
+                // request waits for it, and the doorbell stays rung for later).
+                std::thread::sleep(sleep);
+            } else {
+                let _ = self.poller.poll(&mut scratch, Some(sleep));
+            }
         }
     }
 
