@@ -16,9 +16,9 @@
 //! The tracer polls `waitid(__WNOTHREAD)` (its own tracees only, never another
 //! thread's children), backing off from 20 µs after activity to 2 ms when idle, so a
 //! stop waits at most that long; requests from the sampler wake it at once. When the
-//! holder is dropped the tracer thread returns, and its exit detaches every tracee
-//! (the kernel's `exit_ptrace`): a stop it had not passed on yet goes on as untraced
-//! (a pending signal is delivered, a group stop stays stopped).
+//! holder is dropped the tracer stops and detaches every tracee before it returns (a
+//! signal it was stopped for is delivered, a group stop stays stopped); one it could
+//! not within a second is detached by the thread's exit (the kernel's `exit_ptrace`).
 
 use std::collections::HashSet;
 use std::sync::mpsc;
@@ -225,7 +225,7 @@ impl Tracer {
                         let _ = reply.send(r);
                     }
                     Err(mpsc::TryRecvError::Empty) => break,
-                    Err(mpsc::TryRecvError::Disconnected) => return,
+                    Err(mpsc::TryRecvError::Disconnected) => return self.detach_all(),
                 }
             }
             sleep = if self.reap() {
@@ -340,6 +340,71 @@ impl Tracer {
             }
             _ => {
                 let _ = ptrace::cont(tid, 0);
+            }
+        }
+    }
+
+    /// Lets every tracee go before the thread returns, so that the target is untraced
+    /// when the holder's drop returns (the kernel's detach at the tracer's exit comes
+    /// after `join` may return): each is stopped (`PTRACE_INTERRUPT`) and detached at
+    /// its stop, a signal it was stopped for delivered, a group stop kept. Tasks born
+    /// meanwhile are detached too, without counters. Bounded: whatever is left after a
+    /// second is detached by the thread's exit.
+    fn detach_all(&mut self) {
+        for &tid in &self.traced {
+            let _ = ptrace::interrupt(tid);
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(1);
+        let mut stopping = Vec::new();
+        while !self.traced.is_empty() && std::time::Instant::now() < deadline {
+            let tids: Vec<libc::pid_t> = self.traced.iter().copied().collect();
+            let mut any = false;
+            for tid in tids {
+                let Ok(Some(status)) = ptrace::wait_nohang(tid) else {
+                    continue;
+                };
+                any = true;
+                if !libc::WIFSTOPPED(status) {
+                    // Exited (a child's exit was already left to its parent).
+                    self.traced.remove(&tid);
+                    continue;
+                }
+                let signal = match status >> 16 {
+                    0 => libc::WSTOPSIG(status),
+                    libc::PTRACE_EVENT_CLONE
+                    | libc::PTRACE_EVENT_FORK
+                    | libc::PTRACE_EVENT_VFORK => {
+                        if let Ok(child) = ptrace::event_msg(tid) {
+                            self.traced.insert(child as libc::pid_t);
+                        }
+                        0
+                    }
+                    _ => 0,
+                };
+                // A group stop is kept: the kernel puts a detached task of a stopped
+                // process back in its stop.
+                let stops = matches!(
+                    libc::WSTOPSIG(status),
+                    libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU
+                );
+                if ptrace::detach(tid, signal).is_ok() || !crate::launch::is_alive(tid) {
+                    self.traced.remove(&tid);
+                    if stops {
+                        stopping.push(tid);
+                    }
+                }
+            }
+            if !any {
+                std::thread::sleep(FAST);
+            }
+        }
+        // A detached task goes (back) into its stop when it next runs: wait for it, so
+        // that a process stopped while sampled is seen stopped once the drop returns.
+        for tid in stopping {
+            while std::time::Instant::now() < deadline
+                && !matches!(crate::launch::process_state(tid), Some('T') | None)
+            {
+                std::thread::sleep(FAST);
             }
         }
     }

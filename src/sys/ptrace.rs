@@ -56,6 +56,32 @@ pub fn listen(tid: libc::pid_t) -> Result<()> {
     })
 }
 
+/// `PTRACE_INTERRUPT`: stops a running tracee (it reports `PTRACE_EVENT_STOP`).
+pub fn interrupt(tid: libc::pid_t) -> Result<()> {
+    // SAFETY: PTRACE_INTERRUPT takes a pid and ignores address and data.
+    check(unsafe {
+        libc::ptrace(
+            libc::PTRACE_INTERRUPT,
+            tid,
+            std::ptr::null_mut::<libc::c_void>(),
+            0 as libc::c_long,
+        )
+    })
+}
+
+/// `PTRACE_DETACH`: lets a tracee in a ptrace-stop go, delivering `signal` (0: none).
+pub fn detach(tid: libc::pid_t, signal: libc::c_int) -> Result<()> {
+    // SAFETY: PTRACE_DETACH takes a pid, an ignored address and a signal as data.
+    check(unsafe {
+        libc::ptrace(
+            libc::PTRACE_DETACH,
+            tid,
+            std::ptr::null_mut::<libc::c_void>(),
+            signal as libc::c_long,
+        )
+    })
+}
+
 /// `PTRACE_GETEVENTMSG`: for a `PTRACE_EVENT_CLONE`/`FORK`/`VFORK` stop, the new task's id.
 pub fn event_msg(tid: libc::pid_t) -> Result<u64> {
     let mut msg: libc::c_ulong = 0;
