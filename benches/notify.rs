@@ -215,7 +215,7 @@ fn thread_signal(c: &mut Criterion) {
         restore_default(signo);
     });
     g.bench_function("perfring", |b| {
-        let sig = ThreadSignal::install(None, false).unwrap();
+        let sig = ThreadSignal::builder().install().unwrap();
         let counter = Counter::builder_for(Event::breakpoint(
             perfring::event::Access::Execute,
             addr(),

@@ -25,7 +25,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use perfring::notify::signal::Handler;
 use perfring::notify::sigtrap::TrapHandler;
 use perfring::notify::{Owner, SignalCounter, Sigtrap, SigtrapCounter, ThreadSignal, Token};
-use perfring::{sys, Counter, Event, Target};
+use perfring::{sys, Counter, Event, Scope};
 
 const MANY: usize = 10_000;
 
@@ -73,7 +73,7 @@ fn parked() -> Parked {
 fn filler(tid: libc::pid_t) -> perfring::Builder {
     Counter::builder("dummy")
         .unwrap()
-        .target(Target::Thread(tid))
+        .target(Scope::Thread(tid))
         .period(1)
 }
 
@@ -129,7 +129,7 @@ fn queue_to_self(
 
 fn thread_signal(c: &mut Criterion) {
     let mut g = c.benchmark_group("registry_thread_signal");
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     let helper = parked();
     let mut fill: Vec<SignalCounter> = Vec::new();
     // 1, then 10,000, then 1 again (fillers dropped): `1-again` shows how much of any
@@ -160,13 +160,13 @@ fn thread_signal(c: &mut Criterion) {
         let fd = std::os::fd::AsRawFd::as_raw_fd(sc.counter());
         g.bench_function(BenchmarkId::new("handler", label), |b| {
             b.iter(|| {
-                queue_to_self(sig.signo(), sys::POLL_IN as i32, |h| {
+                queue_to_self(sig.signal().number(), sys::POLL_IN as i32, |h| {
                     h._sifields._sigpoll._fd = fd;
                     h._sifields._sigpoll._band = libc::POLLIN.into();
                 })
             })
         });
-        let info = as_libc(siginfo(sig.signo(), sys::POLL_IN as i32, |h| {
+        let info = as_libc(siginfo(sig.signal().number(), sys::POLL_IN as i32, |h| {
             h._sifields._sigpoll._fd = fd;
         }));
         g.bench_function(BenchmarkId::new("dispatch", label), |b| {

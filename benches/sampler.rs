@@ -10,6 +10,9 @@
 //!
 //! `cargo bench --bench sampler` (`-- SECONDS ROUNDS`, default 1.5 s and 2 rounds). Skips,
 //! saying why, without `perf` or when the event cannot be opened.
+//!
+//! `cargo bench --bench sampler -- churn [THREADS CALLS ROUNDS]`: the price of exact
+//! periods instead (see `churn_bench`).
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![allow(missing_docs)]
 
@@ -293,11 +296,178 @@ fn line(name: &str, r: &Run) {
     );
 }
 
+/// `churn THREADS WAVE CALLS`: waits for a byte on stdin, then creates THREADS threads
+/// WAVE at a time, each calling `hit()` CALLS times, joining each wave.
+const CHURN_C: &str = r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+volatile long counter;
+void __attribute__((noinline)) hit(void) { counter++; }
+static int calls;
+static void *run(void *arg) { for (int i = 0; i < calls; i++) hit(); return arg; }
+int main(int argc, char **argv) {
+    int n = atoi(argv[1]), wave = atoi(argv[2]);
+    calls = atoi(argv[3]);
+    printf("ready %lx\n", (unsigned long)&hit);
+    fflush(stdout);
+    char c;
+    if (read(0, &c, 1) != 1) return 3;
+    pthread_t t[64];
+    for (int done = 0; done < n; done += wave) {
+        for (int i = 0; i < wave; i++) if (pthread_create(&t[i], 0, run, 0)) return 4;
+        for (int i = 0; i < wave; i++) pthread_join(t[i], 0);
+    }
+    return 0;
+}
+"#;
+
+/// How the churn program is watched in one round.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Layout {
+    Alone,
+    PerCpu,
+    Exact,
+}
+
+/// One churn round: wall time from the go to the end, samples, and the most perf fds
+/// and ring pages the sampler had at once.
+struct ChurnRun {
+    secs: f64,
+    samples: u64,
+    fds: usize,
+    ring_kib: usize,
+}
+
+fn churn_run(prog: &std::path::Path, layout: Layout, threads: u32, calls: u32) -> ChurnRun {
+    let mut child = Command::new(prog)
+        .args([threads, 20, calls].map(|n| n.to_string()))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let hit = u64::from_str_radix(line.trim().strip_prefix("ready ").unwrap(), 16).unwrap();
+    let pid = child.id() as i32;
+    let mut sampler = (layout != Layout::Alone).then(|| {
+        let event = Counter::builder_for(perfring::Event::breakpoint(
+            perfring::event::Access::Execute,
+            hit,
+            8,
+        ))
+        .period(100)
+        .sample(SampleType::IP | SampleType::TID)
+        .wakeup_events(1);
+        Sampler::builder(Target::Pid(pid))
+            .event(event)
+            .ring_size(RingSize::Pages(8))
+            .exact_periods(layout == Layout::Exact)
+            .start()
+            .expect("start the sampler")
+    });
+    let t0 = Instant::now();
+    go(&mut child);
+    let (mut samples, mut fds, mut pages) = (0u64, 0usize, 0usize);
+    if let Some(s) = sampler.as_mut() {
+        let mut take = |d: perfring::sampler::Delivery<'_>| {
+            samples += u64::from(matches!(d.record.kind(), RecordKind::Sample(_)));
+        };
+        let mut last = Instant::now();
+        while s.target_ended().unwrap().is_none() {
+            s.poll(Some(Duration::from_millis(20)), &mut take).unwrap();
+            if last.elapsed() > Duration::from_millis(50) {
+                last = Instant::now();
+                fds = fds.max(perf_fds(std::process::id()));
+                pages = pages.max(mapped_perf_kib());
+            }
+        }
+        s.drain(&mut take).unwrap();
+    }
+    let status = child.wait().unwrap();
+    let secs = t0.elapsed().as_secs_f64();
+    assert!(status.success());
+    drop(sampler);
+    ChurnRun {
+        secs,
+        samples,
+        fds,
+        ring_kib: pages,
+    }
+}
+
+/// KiB of this process's mappings of perf_event fds (`/proc/self/maps`): its rings.
+fn mapped_perf_kib() -> usize {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("perf_event"))
+        .filter_map(|l| {
+            let (a, b) = l.split_whitespace().next()?.split_once('-')?;
+            Some((usize::from_str_radix(b, 16).ok()? - usize::from_str_radix(a, 16).ok()?) / 1024)
+        })
+        .sum()
+}
+
+/// The price of exact periods: a process creating THREADS threads (20 at a time),
+/// each calling a breakpointed function CALLS times (period 100), alone, under per-CPU
+/// rings and under exact periods (each new thread held until its counter is open),
+/// rounds alternating. `cargo bench --bench sampler -- churn [THREADS CALLS ROUNDS]`.
+fn churn_bench(args: &[String]) {
+    let threads: u32 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(2000);
+    let calls: u32 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let rounds: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(3);
+    let dir = std::env::temp_dir().join(format!("perfring-bench-churn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("churn.c"), CHURN_C).unwrap();
+    let prog = dir.join("churn");
+    let st = Command::new("cc")
+        .args(["-O0", "-fno-inline", "-pthread", "-o"])
+        .arg(&prog)
+        .arg(dir.join("churn.c"))
+        .status()
+        .expect("run cc");
+    assert!(st.success());
+    println!(
+        "{threads} threads, 20 at a time, {calls} breakpointed calls each (period 100, 8-page rings), {rounds} rounds"
+    );
+    let layouts = [Layout::Alone, Layout::PerCpu, Layout::Exact];
+    let mut secs = [0.0f64; 3];
+    for _ in 0..rounds {
+        for (i, &l) in layouts.iter().enumerate() {
+            let r = churn_run(&prog, l, threads, calls);
+            secs[i] += r.secs;
+            println!(
+                "{:8} {:>7.3} s ({:>6.1} us per thread) {:>7} samples, at most {:>4} perf fds and {:>6} KiB of rings",
+                format!("{l:?}"),
+                r.secs,
+                1e6 * r.secs / f64::from(threads),
+                r.samples,
+                r.fds,
+                r.ring_kib
+            );
+        }
+    }
+    println!(
+        "over {rounds} rounds: exact/alone {:.3}x, exact/per-cpu {:.3}x, per-cpu/alone {:.3}x",
+        secs[2] / secs[0],
+        secs[2] / secs[1],
+        secs[1] / secs[0]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
         .collect();
+    if args.first().is_some_and(|a| a == "churn") {
+        return churn_bench(&args);
+    }
     let secs: f64 = args.first().and_then(|s| s.parse().ok()).unwrap_or(1.5);
     let rounds: usize = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(2);
     if Command::new("perf").arg("--version").output().is_err() {

@@ -21,7 +21,7 @@ use perfring::ring::{Ring, RingSize};
 use perfring::space::AddressSpaces;
 use perfring::symbolize::Symbolizer;
 use perfring::unwind::{CallGraph, Unwinder};
-use perfring::{Counter, SampleType, Target};
+use perfring::{Counter, SampleType, Scope};
 
 const BUSY_C: &str = r#"
 #include <stdlib.h>
@@ -60,7 +60,7 @@ fn record(prog: &PathBuf, graph: CallGraph) -> (Layout, Vec<Vec<u8>>) {
         .configure(
             Counter::builder("cpu-clock:u")
                 .unwrap()
-                .target(Target::Thread(stopped.pid()))
+                .target(Scope::Thread(stopped.pid()))
                 .period(20_000)
                 .sample(SampleType::IP | SampleType::TID)
                 .enable_on_exec(true),

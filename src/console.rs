@@ -65,7 +65,7 @@ impl Interrupts {
     /// Consumes a pending `SIGINT` or `SIGTERM` and returns it, without waiting
     /// (`sigtimedwait` with a zero timeout).
     #[doc(alias = "sigtimedwait")]
-    pub fn take(&self) -> Option<i32> {
+    pub fn take(&self) -> Option<crate::Signal> {
         let zero = libc::timespec {
             tv_sec: 0,
             tv_nsec: 0,
@@ -73,7 +73,7 @@ impl Interrupts {
         // SAFETY: `set` is an initialised sigset_t and `zero` a valid timespec; a null
         // siginfo pointer is allowed.
         let r = unsafe { libc::sigtimedwait(&self.set, std::ptr::null_mut(), &zero) };
-        (r > 0).then_some(r)
+        (r > 0).then(|| crate::Signal::known(r))
     }
 }
 
@@ -94,7 +94,7 @@ mod tests {
         assert_eq!(guard.take(), None);
         // SAFETY: raise has no memory-safety preconditions; SIGINT is blocked here.
         unsafe { libc::pthread_kill(libc::pthread_self(), libc::SIGINT) };
-        assert_eq!(guard.take(), Some(libc::SIGINT));
+        assert_eq!(guard.take(), Some(crate::Signal::SIGINT));
         assert_eq!(guard.take(), None);
     }
 }

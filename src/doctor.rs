@@ -583,7 +583,7 @@ pub fn probe_signal() -> Check {
     run_probe(|| {
         // Never chain (`false`): with `None` the handler only takes a free signal or
         // one perfring already owns, so a host program's handlers are left alone.
-        let sig = match ThreadSignal::install(None, false) {
+        let sig = match ThreadSignal::builder().install() {
             Ok(s) => s,
             Err(e) => {
                 return Ok(Check::fail(format!(
@@ -605,7 +605,7 @@ pub fn probe_signal() -> Check {
         counter.counter().disable()?;
         // Signals to this thread are delivered before the disabling system call returns.
         let hits = counter.notifications();
-        let k = counter.signo() - libc::SIGRTMIN();
+        let k = counter.signal().number() - libc::SIGRTMIN();
         // Detaching clears O_ASYNC and frees the registry slot before the fd closes.
         drop(counter.detach());
         let detail = format!("{N} overflows, {hits} signals (SIGRTMIN+{k}) on this thread");

@@ -208,7 +208,7 @@ pub struct InjectConfig {
     pub format: RecordFormat,
     /// A real-time signal to deliver overflows with (`F_SETOWN_EX` to each thread's
     /// own counter) instead of the synchronous SIGTRAP; `None` for SIGTRAP.
-    pub signal: Option<i32>,
+    pub signal: Option<crate::Signal>,
 }
 
 impl InjectConfig {
@@ -316,7 +316,7 @@ impl InjectConfig {
         };
         let signal = match get(ENV_SIGNAL).filter(|s| !s.is_empty()) {
             None => None,
-            Some(s) => Some(crate::process::signal_from_name(&s).ok_or_else(|| {
+            Some(s) => Some(s.parse::<crate::Signal>().map_err(|_| {
                 usage(
                     ENV_SIGNAL,
                     format!("'{s}' is not a signal"),
@@ -414,7 +414,7 @@ mod tests {
             actions: vec![Action::Record, Action::StopAt(5)],
             output: "out.data".into(),
             format: RecordFormat::Json,
-            signal: Some(40),
+            signal: Some(crate::Signal::rtmin(6).unwrap()),
         };
         let env = c.to_env();
         let got =

@@ -48,9 +48,9 @@ pub mod trigger;
 #[cfg(feature = "profile")]
 pub mod unwind;
 
-pub use counter::{Builder, Count, Counter, Group, GroupCounts, ReadFormat, SampleType, Target};
+pub use counter::{Builder, Count, Counter, Group, GroupCounts, ReadFormat, SampleType, Scope};
 pub use error::{Error, ErrorKind, Result};
 pub use event::Event;
 pub use notify::{
-    Accounting, Budget, Notification, NotifyKind, Poller, Sigtrap, ThreadSignal, Token,
+    Accounting, Budget, Notification, NotifyKind, Poller, Signal, Sigtrap, ThreadSignal, Token,
 };

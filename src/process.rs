@@ -6,7 +6,7 @@
 //! `kill(2)` and `tgkill(2)` take integers only; each call has a `// SAFETY:` comment.
 #![allow(unsafe_code)]
 
-use crate::{Error, ErrorKind, Result};
+use crate::{Error, ErrorKind, Result, Signal};
 
 fn signal_error(op: String, err: std::io::Error) -> Error {
     match err.raw_os_error() {
@@ -30,7 +30,7 @@ fn signal_error(op: String, err: std::io::Error) -> Error {
 /// [`ErrorKind::NotFound`] (`ESRCH`) when there is no such process,
 /// [`ErrorKind::PermissionDenied`] (`EPERM`), or another errno (`EINVAL` for a bad signal).
 #[doc(alias = "kill")]
-pub fn signal_process(pid: libc::pid_t, signal: i32) -> Result<()> {
+pub fn signal_process(pid: libc::pid_t, signal: Signal) -> Result<()> {
     if pid <= 0 {
         return Err(Error::new(
             ErrorKind::InvalidArgument,
@@ -39,7 +39,7 @@ pub fn signal_process(pid: libc::pid_t, signal: i32) -> Result<()> {
         ));
     }
     // SAFETY: kill has no memory-safety preconditions; pid > 0 names one process.
-    if unsafe { libc::kill(pid, signal) } != 0 {
+    if unsafe { libc::kill(pid, signal.number()) } != 0 {
         return Err(signal_error(
             format!("kill({pid}, {signal})"),
             std::io::Error::last_os_error(),
@@ -57,7 +57,7 @@ pub fn signal_process(pid: libc::pid_t, signal: i32) -> Result<()> {
 /// # Errors
 /// As [`signal_process`].
 #[doc(alias = "tgkill")]
-pub fn signal_thread(pid: libc::pid_t, tid: libc::pid_t, signal: i32) -> Result<()> {
+pub fn signal_thread(pid: libc::pid_t, tid: libc::pid_t, signal: Signal) -> Result<()> {
     if pid <= 0 || tid <= 0 {
         return Err(Error::new(
             ErrorKind::InvalidArgument,
@@ -66,7 +66,7 @@ pub fn signal_thread(pid: libc::pid_t, tid: libc::pid_t, signal: i32) -> Result<
         ));
     }
     // SAFETY: tgkill takes three integers and has no memory-safety preconditions.
-    let r = unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, signal) };
+    let r = unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, signal.number()) };
     if r != 0 {
         return Err(signal_error(
             format!("tgkill({pid}, {tid}, {signal})"),
@@ -88,7 +88,7 @@ pub fn signal_thread(pid: libc::pid_t, tid: libc::pid_t, signal: i32) -> Result<
 /// [`ErrorKind::Busy`] if it was not seen stopped within `timeout` (the `SIGSTOP`
 /// stays pending).
 pub fn stop_process(pid: libc::pid_t, timeout: std::time::Duration) -> Result<()> {
-    signal_process(pid, libc::SIGSTOP)?;
+    signal_process(pid, Signal::SIGSTOP)?;
     let deadline = std::time::Instant::now() + timeout;
     loop {
         match crate::proc::state(pid) {
@@ -113,59 +113,6 @@ pub fn stop_process(pid: libc::pid_t, timeout: std::time::Duration) -> Result<()
     }
 }
 
-/// A signal number from its name: `USR1`, `SIGUSR1`, `sigusr1`, `RTMIN+2`, or a number.
-///
-/// Returns `None` for an unknown name or a number outside `1..=SIGRTMAX`.
-pub fn signal_from_name(name: &str) -> Option<i32> {
-    let upper = name.trim().to_ascii_uppercase();
-    let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
-    let max = libc::SIGRTMAX();
-    if let Ok(n) = bare.parse::<i32>() {
-        return (1..=max).contains(&n).then_some(n);
-    }
-    if let Some(rest) = bare.strip_prefix("RTMIN") {
-        let off = if rest.is_empty() {
-            0
-        } else {
-            rest.strip_prefix('+')?.parse::<i32>().ok()?
-        };
-        let n = libc::SIGRTMIN() + off;
-        return (n <= max).then_some(n);
-    }
-    const NAMES: &[(&str, i32)] = &[
-        ("HUP", libc::SIGHUP),
-        ("INT", libc::SIGINT),
-        ("QUIT", libc::SIGQUIT),
-        ("ILL", libc::SIGILL),
-        ("TRAP", libc::SIGTRAP),
-        ("ABRT", libc::SIGABRT),
-        ("BUS", libc::SIGBUS),
-        ("FPE", libc::SIGFPE),
-        ("KILL", libc::SIGKILL),
-        ("USR1", libc::SIGUSR1),
-        ("SEGV", libc::SIGSEGV),
-        ("USR2", libc::SIGUSR2),
-        ("PIPE", libc::SIGPIPE),
-        ("ALRM", libc::SIGALRM),
-        ("TERM", libc::SIGTERM),
-        ("CHLD", libc::SIGCHLD),
-        ("CONT", libc::SIGCONT),
-        ("STOP", libc::SIGSTOP),
-        ("TSTP", libc::SIGTSTP),
-        ("TTIN", libc::SIGTTIN),
-        ("TTOU", libc::SIGTTOU),
-        ("URG", libc::SIGURG),
-        ("XCPU", libc::SIGXCPU),
-        ("XFSZ", libc::SIGXFSZ),
-        ("VTALRM", libc::SIGVTALRM),
-        ("PROF", libc::SIGPROF),
-        ("WINCH", libc::SIGWINCH),
-        ("IO", libc::SIGIO),
-        ("SYS", libc::SIGSYS),
-    ];
-    NAMES.iter().find(|(n, _)| *n == bare).map(|(_, s)| *s)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,26 +133,14 @@ mod tests {
         assert_eq!(child.try_wait().unwrap(), None);
         stop_process(pid, std::time::Duration::from_secs(5)).unwrap();
         assert_eq!(state(pid), Some('T'));
-        signal_thread(pid, pid, libc::SIGKILL).unwrap();
-        assert_eq!(child.wait().unwrap(), ExitStatus::Signaled(libc::SIGKILL));
+        signal_thread(pid, pid, Signal::SIGKILL).unwrap();
+        assert_eq!(child.wait().unwrap(), ExitStatus::Signaled(Signal::SIGKILL));
         assert!(!is_alive(pid));
         assert_eq!(state(pid), None);
         assert_eq!(threads(pid).unwrap_err().kind(), ErrorKind::NotFound);
         assert_eq!(
-            signal_process(pid, 0).unwrap_err().kind(),
+            signal_process(pid, Signal::SIGCONT).unwrap_err().kind(),
             ErrorKind::NotFound
         );
-    }
-
-    #[test]
-    fn signal_names() {
-        assert_eq!(signal_from_name("USR1"), Some(libc::SIGUSR1));
-        assert_eq!(signal_from_name("sigusr2"), Some(libc::SIGUSR2));
-        assert_eq!(signal_from_name("9"), Some(9));
-        assert_eq!(signal_from_name("RTMIN+1"), Some(libc::SIGRTMIN() + 1));
-        assert_eq!(signal_from_name("RTMIN"), Some(libc::SIGRTMIN()));
-        assert_eq!(signal_from_name("0"), None);
-        assert_eq!(signal_from_name("NOPE"), None);
-        assert_eq!(signal_from_name("RTMIN+99"), None);
     }
 }

@@ -685,7 +685,7 @@ impl Profiler {
     ///
     /// # Errors
     /// As [`Sampler::signal_target`].
-    pub fn signal_target(&self, signal: i32) -> Result<()> {
+    pub fn signal_target(&self, signal: crate::Signal) -> Result<()> {
         self.sampler.signal_target(signal)
     }
 

@@ -64,6 +64,32 @@ int main(void) {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// `PTRACE_EVENT_STOP`, which the `libc` crate lacks for glibc, as the C header says.
+#[test]
+fn ptrace_event_stop_matches_the_c_header() {
+    let dir = std::env::temp_dir().join(format!("perfring-ptrace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("stop.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n#include <sys/ptrace.h>\n\
+         int main(void) { printf(\"%d\", (int)PTRACE_EVENT_STOP); return 0; }\n",
+    )
+    .unwrap();
+    let exe = dir.join("stop");
+    let status = Command::new("cc")
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .status()
+        .expect("run cc");
+    assert!(status.success(), "cc failed");
+    let out = Command::new(&exe).output().unwrap();
+    let got: i32 = String::from_utf8(out.stdout).unwrap().parse().unwrap();
+    assert_eq!(got, sys::ptrace::PTRACE_EVENT_STOP);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// The snapshot used without libclang is exactly what bindgen generates here.
 #[test]
 fn snapshot_matches_freshly_generated_bindings() {

@@ -3,7 +3,7 @@
 mod util;
 
 use perfring::event::Access;
-use perfring::{Counter, Event, Group, ReadFormat, Target};
+use perfring::{Counter, Event, Group, ReadFormat, Scope};
 use util::*;
 
 #[test]
@@ -60,7 +60,7 @@ fn breakpoint_on_another_thread_by_tid() {
     });
     let tid = rx.recv().unwrap();
     let counter = Counter::builder_for(target_breakpoint())
-        .target(Target::Thread(tid as i32))
+        .target(Scope::Thread(tid as i32))
         .enabled(true)
         .open()
         .unwrap();

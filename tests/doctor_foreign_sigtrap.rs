@@ -52,7 +52,7 @@ fn probes_leave_a_host_programs_handlers_and_registrations_working() {
         )
     };
     let trap = Sigtrap::install().unwrap();
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     // sig_data 1 / token 1: what a host would plausibly pick.
     let host_trap = trap
         .attach(

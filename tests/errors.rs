@@ -4,7 +4,7 @@
 mod util;
 
 use perfring::event::Access;
-use perfring::{Counter, ErrorKind, Event, Target};
+use perfring::{Counter, ErrorKind, Event, Scope};
 
 fn has_hardware_pmu() -> bool {
     Counter::builder("cycles").unwrap().open().is_ok()
@@ -37,7 +37,7 @@ fn missing_thread_is_not_found() {
     // pid_max is at most 2^22: this tid cannot exist.
     let err = Counter::builder("cpu-clock")
         .unwrap()
-        .target(Target::Thread(1 << 23))
+        .target(Scope::Thread(1 << 23))
         .open()
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::NotFound, "{err}");

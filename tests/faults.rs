@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use perfring::launch::{Command, ExitStatus};
 use perfring::notify::{NotifyKind, Poller, Token};
 use perfring::ring::{Ring, RingSize};
-use perfring::{sys, Counter, Event, ReadFormat, SampleType, Target};
+use perfring::{sys, Counter, Event, ReadFormat, SampleType, Scope};
 use util::*;
 
 /// Sample records a page holds with IP | TID (8 header + 8 + 8 bytes).
@@ -52,7 +52,7 @@ fn one_page_ring_under_a_breakpoint_storm_accounts_every_overflow() {
         call_target(N - 10_000);
     });
     let counter = Counter::builder_for(target_breakpoint())
-        .target(Target::Thread(tid as i32))
+        .target(Scope::Thread(tid as i32))
         .period(1)
         .sample(SampleType::IP | SampleType::TID)
         .read_format(ReadFormat::LOST)
@@ -203,7 +203,7 @@ fn target_sigkilled_while_its_ring_is_drained() {
         target,
         8,
     ))
-    .target(Target::Thread(pid))
+    .target(Scope::Thread(pid))
     .period(1)
     .sample(SampleType::IP | SampleType::TID)
     .read_format(ReadFormat::LOST)
@@ -225,7 +225,7 @@ fn target_sigkilled_while_its_ring_is_drained() {
                     samples += 1;
                     if samples == 20_000 {
                         killed_at = Some(samples);
-                        perfring::process::signal_process(pid, libc::SIGKILL).unwrap();
+                        perfring::process::signal_process(pid, perfring::Signal::SIGKILL).unwrap();
                     }
                 }
             })
@@ -234,7 +234,10 @@ fn target_sigkilled_while_its_ring_is_drained() {
     }
     poller.drain_all(|_, r| samples += u64::from(r.kind() == sys::PERF_RECORD_SAMPLE));
     assert_eq!(killed_at, Some(20_000), "killed inside the drain");
-    assert_eq!(child.wait().unwrap(), ExitStatus::Signaled(libc::SIGKILL));
+    assert_eq!(
+        child.wait().unwrap(),
+        ExitStatus::Signaled(perfring::Signal::SIGKILL)
+    );
     assert!(poller.ring_mut(Token(0)).unwrap().is_empty());
     // Polling a dead target's counter goes on reporting the hang-up, without error.
     poller.poll(&mut events, Some(Duration::ZERO)).unwrap();
@@ -409,7 +412,7 @@ fn eintr_in_the_stopped_child_does_not_abort_the_launch() {
     for _ in 0..5 {
         let stopped = Command::new("true").spawn_stopped().unwrap();
         for _ in 0..20 {
-            perfring::process::signal_process(stopped.pid(), libc::SIGUSR2).unwrap();
+            perfring::process::signal_process(stopped.pid(), perfring::Signal::SIGUSR2).unwrap();
             std::thread::sleep(Duration::from_millis(1));
         }
         let mut child = stopped.start().expect("the child survived the signals");
@@ -604,7 +607,7 @@ fn sampled_command_sigkilled_while_the_sampler_drains() {
                     samples += 1;
                     if samples == 20_000 {
                         killed = true;
-                        perfring::process::signal_process(pid, libc::SIGKILL).unwrap();
+                        perfring::process::signal_process(pid, perfring::Signal::SIGKILL).unwrap();
                     }
                 }
             })
@@ -620,7 +623,10 @@ fn sampled_command_sigkilled_while_the_sampler_drains() {
         .unwrap();
     assert!(killed, "killed inside the drain");
     assert!(
-        matches!(end, TargetEnd::Exited(ExitStatus::Signaled(libc::SIGKILL))),
+        matches!(
+            end,
+            TargetEnd::Exited(ExitStatus::Signaled(perfring::Signal::SIGKILL))
+        ),
         "{end:?}"
     );
     let count = sampler.read(0).unwrap();

@@ -127,7 +127,7 @@ fn thread_signals_name_the_member_and_the_group_reads_in_the_callback() {
     let data = &reader as *const GroupReader as usize;
     let mut counters = group.into_counters().into_iter();
     let (leader, member) = (counters.next().unwrap(), counters.next().unwrap());
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     let leader = sig
         .attach_with(
             leader,

@@ -1,7 +1,7 @@
 //! Commands started stopped, counted from their exec.
 
 use perfring::launch::{Command, ExitStatus};
-use perfring::{Counter, ErrorKind, Target};
+use perfring::{Counter, ErrorKind, Scope};
 
 #[test]
 fn counters_enabled_on_exec_count_the_command_and_its_status_passes_through() {
@@ -14,7 +14,7 @@ fn counters_enabled_on_exec_count_the_command_and_its_status_passes_through() {
         .unwrap();
     let counter = Counter::builder("task-clock")
         .unwrap()
-        .target(Target::Thread(stopped.pid()))
+        .target(Scope::Thread(stopped.pid()))
         .inherit(true)
         .enable_on_exec(true)
         .exclude_kernel(true)

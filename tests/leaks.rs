@@ -204,7 +204,7 @@ fn cycle(i: usize, sig: ThreadSignal, trap: Sigtrap, seen: &mut Seen) {
 
 #[test]
 fn ten_thousand_cycles_through_every_notifier_leave_nothing_behind() {
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     let trap = Sigtrap::install().unwrap();
     let mut warm = Seen::default();
     for i in 0..100 {

@@ -2,7 +2,7 @@
 //! so nothing else in its process runs while the limits are lowered.
 
 use perfring::ring::{Ring, RingSize};
-use perfring::{Counter, ErrorKind, Target};
+use perfring::{Counter, ErrorKind, Scope};
 
 fn set_rlimit(resource: libc::__rlimit_resource_t, soft: u64) -> u64 {
     let mut lim = libc::rlimit {
@@ -121,7 +121,7 @@ fn limits_produce_errors_that_name_the_limit_and_the_fix() {
     if level > 0 {
         let err = Counter::builder("cpu-clock")
             .unwrap()
-            .target(Target::Cpu(0))
+            .target(Scope::Cpu(0))
             .open()
             .unwrap_err();
         assert_eq!(err.kind(), ErrorKind::PermissionDenied, "{err}");

@@ -28,7 +28,7 @@ fn max_rate_cpu_clock_sampler_loses_nothing_with_64_pages() {
     let tid = rx.recv().unwrap();
     let builder = Counter::builder("cpu-clock:u")
         .unwrap()
-        .target(perfring::Target::Thread(tid as i32))
+        .target(perfring::Scope::Thread(tid as i32))
         .frequency(max)
         .sample(
             SampleType::IP

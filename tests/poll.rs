@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use perfring::notify::{NotifyKind, Poller, Token};
 use perfring::ring::{Ring, RingSize};
-use perfring::{sys, Counter, SampleType, Target};
+use perfring::{sys, Counter, SampleType, Scope};
 use util::*;
 
 fn bp_counter(period: u64) -> perfring::Builder {
@@ -58,7 +58,7 @@ fn thread_breakpoint(
     let (tid, tx_go, h) = gated_thread(|| {
         call_target(10_000);
     });
-    let counter = f(bp_counter(period).target(Target::Thread(tid as i32)))
+    let counter = f(bp_counter(period).target(Scope::Thread(tid as i32)))
         .enabled(true)
         .open()
         .unwrap();

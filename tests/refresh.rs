@@ -62,7 +62,7 @@ fn pf_budget() -> Budget {
 }
 
 fn signal_budget_round_trip(budget: Budget, work: fn(), expect_reopen: bool) {
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     let counter = budget.open().unwrap();
     let mut ring = Ring::map(&counter, RingSize::Pages(16)).unwrap();
     let mut sc = sig.attach(counter, Token(5), Handler::Count).unwrap();

@@ -173,7 +173,7 @@ fn thread_signal_notification_then_the_caller_drains() {
     let cmd = launch::Command::new(&prog)
         .args(["4", "1000"])
         .arg(&tid_file);
-    let signal = perfring::ThreadSignal::install(None, false).unwrap();
+    let signal = perfring::ThreadSignal::builder().install().unwrap();
     let mut sampler = Sampler::builder(Target::Command(cmd))
         .event(breakpoint(&TargetImage::Spawned(prog.clone())))
         .exact_periods(true)
@@ -321,12 +321,12 @@ fn inherited_signals_one_per_overflow_plus_one_per_ring_wakeup() {
         let cmd = launch::Command::new(&prog)
             .args(["4", "1000"])
             .arg(&tid_file);
-        let signal = perfring::ThreadSignal::install(None, false).unwrap();
+        let signal = perfring::ThreadSignal::builder().install().unwrap();
         let event = breakpoint(&TargetImage::Spawned(prog.clone()));
         let event = if wake { event } else { event.wakeup_events(0) };
         let mut sampler = Sampler::builder(Target::Command(cmd))
             .event(event)
-            .exact_periods(true)
+            .exact_periods(false)
             .notify(Notify::Signal {
                 signal,
                 tid: None,

@@ -159,7 +159,7 @@ fn a_thousand_threads_each_get_exactly_their_own_sigtraps() {
 fn a_thousand_threads_each_get_exactly_their_own_thread_signals() {
     let _s = serial();
     reset();
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     let before = ThreadSignal::registered();
     let stray = ThreadSignal::stray();
     let live = run_threads(
@@ -201,7 +201,7 @@ fn on_one_of_many(n: &Notification, _: usize) {
 fn ten_thousand_registered_thread_signal_counters_one_firing_exact_then_empty() {
     const N: usize = 10_000;
     let _s = serial();
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     let before = ThreadSignal::registered();
     let stray = ThreadSignal::stray();
     // 10,000 software counters that never overflow (`dummy`, left disabled).

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use perfring::notify::signal::Handler;
 use perfring::notify::{Notification, NotifyKind, NotifyQueue, ThreadSignal, Token};
 use perfring::ring::{Ring, RingSize};
-use perfring::{Counter, ErrorKind, SampleType};
+use perfring::{Counter, ErrorKind, SampleType, Signal};
 use util::*;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -48,8 +48,8 @@ fn record(n: &Notification, data: usize) {
 #[test]
 fn breakpoint_period_100_gives_exactly_100_signals_and_100_samples() {
     let _s = serial();
-    let sig = ThreadSignal::install(None, false).unwrap();
-    assert!(sig.signo() >= libc::SIGRTMIN() && sig.signo() <= libc::SIGRTMAX());
+    let sig = ThreadSignal::builder().install().unwrap();
+    assert!(sig.signal().number() >= libc::SIGRTMIN() && sig.signal().number() <= libc::SIGRTMAX());
     HITS.store(0, SeqCst);
     let counter = bp(100).open().unwrap();
     let mut ring = Ring::map(&counter, RingSize::Pages(16)).unwrap();
@@ -85,7 +85,7 @@ fn breakpoint_period_100_gives_exactly_100_signals_and_100_samples() {
 #[test]
 fn signals_go_to_the_chosen_thread() {
     let _s = serial();
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     HITS.store(0, SeqCst);
     LAST_TID.store(0, SeqCst);
     let (tx, rx) = std::sync::mpsc::channel();
@@ -129,7 +129,7 @@ fn signals_go_to_the_chosen_thread() {
 #[test]
 fn queue_steers_notifications_to_a_normal_thread() {
     let _s = serial();
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     let q = Arc::new(NotifyQueue::new(256));
     let counter = bp(100).open().unwrap();
     let sc = sig
@@ -179,15 +179,31 @@ fn a_foreign_handler_is_refused_unless_chaining() {
             foreign as extern "C" fn(libc::c_int) as libc::sighandler_t,
         )
     };
-    let err = ThreadSignal::install(Some(signo), false).unwrap_err();
+    let err = ThreadSignal::builder()
+        .signal(Signal::new(signo).unwrap())
+        .install()
+        .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Signal);
     assert!(err.to_string().contains("already has a handler"), "{err}");
-    let err = ThreadSignal::install(Some(libc::SIGUSR1), false).unwrap_err();
-    assert_eq!(err.kind(), ErrorKind::Signal, "not a real-time signal");
-    let sig = ThreadSignal::install(Some(signo), true).unwrap();
-    assert_eq!(sig.signo(), signo);
+    let err = ThreadSignal::builder()
+        .signal(Signal::new(libc::SIGSEGV).unwrap())
+        .install()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Signal, "a fault signal");
+    let sig = ThreadSignal::builder()
+        .signal(Signal::new(signo).unwrap())
+        .chain(true)
+        .install()
+        .unwrap();
+    assert_eq!(sig.signal().number(), signo);
     // Installing again returns the same handle.
-    assert_eq!(ThreadSignal::install(Some(signo), false).unwrap(), sig);
+    assert_eq!(
+        ThreadSignal::builder()
+            .signal(Signal::new(signo).unwrap())
+            .install()
+            .unwrap(),
+        sig
+    );
 }
 
 static CHAINED: AtomicU64 = AtomicU64::new(0);
@@ -198,14 +214,21 @@ extern "C" fn counting_foreign(_: libc::c_int) {
 #[test]
 fn kill_sent_signals_are_ignored_and_chained() {
     let _s = serial();
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     let counter = bp(100).open().unwrap();
     let sc = sig.attach(counter, Token(1), Handler::Count).unwrap();
     let before = ThreadSignal::stray();
     // SAFETY: tgkill to our own thread with a signal we handle.
-    unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), gettid(), sig.signo()) };
+    unsafe {
+        libc::syscall(
+            libc::SYS_tgkill,
+            libc::getpid(),
+            gettid(),
+            sig.signal().number(),
+        )
+    };
     // SAFETY: as above.
-    unsafe { libc::kill(libc::getpid(), sig.signo()) };
+    unsafe { libc::kill(libc::getpid(), sig.signal().number()) };
     std::thread::sleep(std::time::Duration::from_millis(20));
     assert_eq!(sc.notifications(), 0, "si_code <= 0 is not an overflow");
     assert!(ThreadSignal::stray() >= before + 2);
@@ -219,7 +242,11 @@ fn kill_sent_signals_are_ignored_and_chained() {
             counting_foreign as extern "C" fn(libc::c_int) as libc::sighandler_t,
         )
     };
-    ThreadSignal::install(Some(signo), true).unwrap();
+    ThreadSignal::builder()
+        .signal(Signal::new(signo).unwrap())
+        .chain(true)
+        .install()
+        .unwrap();
     // SAFETY: as above.
     unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), gettid(), signo) };
     assert_eq!(CHAINED.load(SeqCst), 1);
@@ -228,7 +255,7 @@ fn kill_sent_signals_are_ignored_and_chained() {
 #[test]
 fn dropping_a_registration_drains_and_a_reused_fd_starts_clean() {
     let _s = serial();
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     for round in 0..20 {
         let counter = bp(1).open().unwrap();
         let sc = sig.attach(counter, Token(round), Handler::Count).unwrap();
@@ -247,7 +274,7 @@ fn signals_are_per_overflow_not_per_wakeup_and_need_no_ring() {
     // wakeup_events says and whether or not a ring is mapped; breakpoint signals are
     // delivered before the next user instruction, so none coalesce even at period 1.
     let _s = serial();
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     for (period, wakeup, map_ring, expect) in [
         (100u64, 10u32, true, 100u64),
         (100, 1, false, 100),

@@ -15,7 +15,7 @@ use perfring::notify::signal::Handler;
 use perfring::notify::sigtrap::TrapHandler;
 use perfring::notify::{Notification, Owner, Sigtrap, SigtrapInfo, ThreadSignal, Token};
 use perfring::ring::{Ring, RingSize};
-use perfring::{Counter, ErrorKind, Event, SampleType, Target};
+use perfring::{Counter, ErrorKind, Event, SampleType, Scope, Signal};
 use util::*;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -105,7 +105,7 @@ fn wait_for_watched_child(sig: ThreadSignal) -> (libc::pid_t, i32, u64) {
     HITS.store(0, SeqCst);
     let (pid, go) = forked_worker(gettid(), 20_000);
     let counter = Counter::builder_for(target_breakpoint())
-        .target(Target::Thread(pid))
+        .target(Scope::Thread(pid))
         .period(100)
         .sample(SampleType::IP)
         .wakeup_watermark(1024)
@@ -147,7 +147,7 @@ fn wait_for_watched_child(sig: ThreadSignal) -> (libc::pid_t, i32, u64) {
 fn without_sa_restart_a_notification_interrupts_waitpid_with_eintr() {
     let _s = serial();
     let sig = ThreadSignal::builder()
-        .signal(libc::SIGRTMIN() + 2)
+        .signal(Signal::rtmin(2).unwrap())
         .restart(false)
         .install()
         .unwrap();
@@ -162,7 +162,7 @@ fn without_sa_restart_a_notification_interrupts_waitpid_with_eintr() {
 fn with_sa_restart_waitpid_goes_on_through_notifications() {
     let _s = serial();
     let sig = ThreadSignal::builder()
-        .signal(libc::SIGRTMIN() + 3)
+        .signal(Signal::rtmin(3).unwrap())
         .install()
         .unwrap();
     assert!(sig.restarts());
@@ -177,7 +177,7 @@ fn with_sa_restart_waitpid_goes_on_through_notifications() {
 fn process_owner_delivery_counts_every_overflow() {
     let _s = serial();
     HITS.store(0, SeqCst);
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     let counter = Counter::builder_for(target_breakpoint())
         .period(100)
         .open()
@@ -212,10 +212,10 @@ fn a_standard_signal_carries_si_fd_and_reserved_ones_are_refused() {
     let _s = serial();
     HITS.store(0, SeqCst);
     let sig = ThreadSignal::builder()
-        .signal(libc::SIGUSR2)
+        .signal(Signal::SIGUSR2)
         .install()
         .unwrap();
-    assert_eq!(sig.signo(), libc::SIGUSR2);
+    assert_eq!(sig.signal().number(), libc::SIGUSR2);
     let counter = Counter::builder_for(target_breakpoint())
         .period(100)
         .open()
@@ -235,9 +235,15 @@ fn a_standard_signal_carries_si_fd_and_reserved_ones_are_refused() {
         0,
         "si_fd is filled for a standard signal"
     );
-    for s in [libc::SIGKILL, libc::SIGSEGV, libc::SIGTRAP, 0, 200] {
+    for s in [libc::SIGKILL, libc::SIGSEGV, libc::SIGTRAP] {
+        let s = Signal::new(s).unwrap();
         let err = ThreadSignal::builder().signal(s).install().unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Signal, "{s}: {err}");
+    }
+    // Not signals at all: refused before anything is installed.
+    for s in [0, 200] {
+        let err = Signal::new(s).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidArgument, "{s}: {err}");
     }
 }
 
@@ -247,7 +253,7 @@ static OTHER: AtomicU64 = AtomicU64::new(0);
 fn an_attached_signal_counter_moves_its_breakpoint_in_place() {
     let _s = serial();
     HITS.store(0, SeqCst);
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     let counter = Counter::builder_for(watched_watchpoint())
         .period(1)
         .open()
@@ -412,7 +418,7 @@ fn a_free_signal_is_picked_per_sa_restart_choice() {
     let _s = serial();
     let restarting = ThreadSignal::builder().install().unwrap();
     let interrupting = ThreadSignal::builder().restart(false).install().unwrap();
-    assert_ne!(restarting.signo(), interrupting.signo());
+    assert_ne!(restarting.signal().number(), interrupting.signal().number());
     assert!(restarting.restarts());
     assert!(!interrupting.restarts());
     // Asking again finds the same ones, without flipping either.
@@ -428,7 +434,7 @@ fn a_free_signal_is_picked_per_sa_restart_choice() {
 fn signals_consumed_with_sigtimedwait_dispatch_through_the_registry() {
     let _s = serial();
     HITS.store(0, SeqCst);
-    let sig = ThreadSignal::install(None, false).unwrap();
+    let sig = ThreadSignal::builder().install().unwrap();
     let counter = Counter::builder_for(target_breakpoint())
         .period(10)
         .open()
@@ -443,7 +449,7 @@ fn signals_consumed_with_sigtimedwait_dispatch_through_the_registry() {
     // SAFETY: `set` and `old` are ours; the signal number is valid.
     unsafe {
         libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, sig.signo());
+        libc::sigaddset(&mut set, sig.signal().number());
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
     }
     sc.counter().enable().unwrap();
@@ -459,7 +465,7 @@ fn signals_consumed_with_sigtimedwait_dispatch_through_the_registry() {
         // SAFETY: zeroed siginfo is valid for the kernel to fill.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         // SAFETY: valid set, info and timeout pointers.
-        if unsafe { libc::sigtimedwait(&set, &mut info, &zero) } != sig.signo() {
+        if unsafe { libc::sigtimedwait(&set, &mut info, &zero) } != sig.signal().number() {
             break;
         }
         routed += u64::from(sig.dispatch(&info));

@@ -21,7 +21,7 @@ use perfring::ring::{Ring, RingSize};
 use perfring::space::AddressSpaces;
 use perfring::symbolize::{Frame, Symbolizer};
 use perfring::unwind::{CallGraph, Unwinder};
-use perfring::{Counter, Event, SampleType, Target};
+use perfring::{Counter, Event, SampleType, Scope};
 
 /// Calls: each `top` call reaches `leaf` once.
 const N: usize = 6;
@@ -162,7 +162,7 @@ fn run(prog: &Path, args: &[&str], event: Event, graph: CallGraph, build_id: boo
         .unwrap();
     let mut builder = graph.configure(
         Counter::builder_for(event)
-            .target(Target::Thread(stopped.pid()))
+            .target(Scope::Thread(stopped.pid()))
             .period(1)
             .sample(SampleType::IP | SampleType::TID)
             .exclude_kernel(true)

@@ -10,7 +10,7 @@ use perfring::resolve::{resolve_event, TargetImage};
 use perfring::space::AddressSpaces;
 use perfring::symbolize::Symbolizer;
 use perfring::unwind::RawFrame;
-use perfring::{Counter, ErrorKind, Target};
+use perfring::{Counter, ErrorKind, Scope};
 
 const N: u64 = 7;
 
@@ -62,7 +62,7 @@ fn no_aslr_pie_base_is_what_the_kernel_uses() {
     spaces.attach(child.pid() as u32).unwrap();
     let space = spaces.process(child.pid() as u32).unwrap();
     let bias = space.bias_of(&symbols);
-    child.signal(libc::SIGKILL).unwrap();
+    child.signal(perfring::Signal::SIGKILL).unwrap();
     child.wait().unwrap();
     assert_eq!(bias, Some(symbols.no_aslr_bias().unwrap()), "{space:?}");
 }
@@ -75,7 +75,7 @@ fn count_spawned(prog: &std::path::Path, spec: &str, no_aslr: bool) -> u64 {
         .spawn_stopped()
         .unwrap();
     let counter = Counter::builder_for(event)
-        .target(Target::Thread(stopped.pid()))
+        .target(Scope::Thread(stopped.pid()))
         .period(1)
         .exclude_kernel(true)
         .enable_on_exec(true)
@@ -159,7 +159,7 @@ fn attached_process_symbols_and_describe() {
         perfring::launch::wait_for_exit(pid, Some(std::time::Duration::from_millis(10))).unwrap(),
         Waited::TimedOut
     );
-    child.signal(libc::SIGKILL).unwrap();
+    child.signal(perfring::Signal::SIGKILL).unwrap();
     assert_eq!(
         perfring::launch::wait_for_exit(pid, None).unwrap(),
         Waited::Exited
@@ -235,7 +235,7 @@ fn mem_symbol_in_a_loaded_library_counts_each_call() {
     assert!(e.to_string().contains("did you mean 'getppid'"), "{e}");
 
     let counter = Counter::builder_for(qualified)
-        .target(Target::Thread(pid))
+        .target(Scope::Thread(pid))
         .period(1)
         .exclude_kernel(true)
         .enabled(true)

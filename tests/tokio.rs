@@ -10,7 +10,7 @@ use futures_util::StreamExt;
 use perfring::notify::tokio::AsyncPoller;
 use perfring::notify::{Budget, NotifyKind, Poller, Token};
 use perfring::ring::{Ring, RingSize};
-use perfring::{sys, Counter, SampleType, Target};
+use perfring::{sys, Counter, SampleType, Scope};
 use util::*;
 
 /// Every wait is bounded, so a lost wake-up fails the test instead of hanging it.
@@ -36,7 +36,7 @@ fn thread_calling_target(
         call_target(10_000);
     });
     let counter = bp_counter(period)
-        .target(Target::Thread(tid as i32))
+        .target(Scope::Thread(tid as i32))
         .enabled(true)
         .open()
         .unwrap();

@@ -45,7 +45,7 @@ use perfring_core::notify::{
 use perfring_core::records::{Layout, Record, RecordKind};
 use perfring_core::resolve::{resolve_event, TargetImage};
 use perfring_core::ring::{Ring, RingSize};
-use perfring_core::{Builder, Counter, Error, ErrorKind, SampleType, Target};
+use perfring_core::{Builder, Counter, Error, ErrorKind, SampleType, Scope};
 
 pub use overflow::{perfring_overflow, PERFRING_HUP, PERFRING_OVERFLOW};
 
@@ -414,11 +414,11 @@ fn builder_from(event: &str, o: &perfring_options) -> Result<Builder, Fail> {
         b = b.sigtrap(o.sig_data);
     }
     b = b.target(match (o.pid, o.cpu) {
-        (0, -1) => Target::CallingThread,
-        (p, -1) => Target::Thread(p),
-        (-1, c) => Target::Cpu(c),
-        (0, c) => Target::ThreadOnCpu(0, c),
-        (p, c) => Target::ThreadOnCpu(p, c),
+        (0, -1) => Scope::CallingThread,
+        (p, -1) => Scope::Thread(p),
+        (-1, c) => Scope::Cpu(c),
+        (0, c) => Scope::ThreadOnCpu(0, c),
+        (p, c) => Scope::ThreadOnCpu(p, c),
     });
     Ok(b)
 }
@@ -711,7 +711,20 @@ pub unsafe extern "C" fn perfring_counter_attach_signal(
 ) -> c_int {
     with_counter(c, "perfring_counter_attach_signal", |c| {
         const OP: &str = "perfring_counter_attach_signal";
-        let sig = ThreadSignal::install((signo != 0).then_some(signo), chain != 0)?;
+        let mut options = ThreadSignal::builder().chain(chain != 0);
+        if signo != 0 {
+            if !(libc::SIGRTMIN()..=libc::SIGRTMAX()).contains(&signo) {
+                return Err(Error::new(
+                    perfring_core::ErrorKind::Signal,
+                    OP,
+                    format!("{signo} is not a real-time signal"),
+                )
+                .with_fix("pass 0 (a free one) or one in SIGRTMIN..=SIGRTMAX")
+                .into());
+            }
+            options = options.signal(perfring_core::Signal::new(signo)?);
+        }
+        let sig = options.install()?;
         let tid = if tid == 0 { gettid() as i32 } else { tid };
         let thunk = cb.map(|cb| Box::new(Thunk { cb, user }));
         let handler = match &thunk {
@@ -724,7 +737,7 @@ pub unsafe extern "C" fn perfring_counter_attach_signal(
         c.thunk = thunk;
         if !signo_out.is_null() {
             // SAFETY: non-null and writable by contract.
-            unsafe { *signo_out = sig.signo() };
+            unsafe { *signo_out = sig.signal().number() };
         }
         Ok(PERFRING_OK)
     })

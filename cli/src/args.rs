@@ -8,7 +8,7 @@ use std::ffi::OsString;
 
 use lexopt::{Arg, Parser};
 use perfring::resolve::{resolve_event, TargetImage};
-use perfring::{Builder, Counter, ReadFormat, SampleType, Target};
+use perfring::{Builder, Counter, ReadFormat, SampleType, Scope};
 
 use crate::Failure;
 
@@ -45,8 +45,8 @@ pub struct RecordArgs {
     pub call_graph: Option<perfring::unwind::CallGraph>,
     /// `--push URL`: send the pprof profile to Pyroscope's `/ingest` afterwards.
     pub push: Option<String>,
-    /// `--exact-periods`: one period per thread (an anchor ring per event) instead of
-    /// per-CPU rings.
+    /// `--exact-periods`: one period per thread (each new thread held until it has a
+    /// counter and ring of its own) instead of per-CPU rings.
     pub exact_periods: bool,
 }
 
@@ -85,7 +85,7 @@ pub struct WatchArgs {
     /// `--exec CMD`: run `sh -c CMD` per overflow.
     pub exec: Option<String>,
     /// `--signal SIG`: send SIG to the thread that overflowed.
-    pub signal: Option<i32>,
+    pub signal: Option<perfring::Signal>,
     /// `--stop-at N`: SIGSTOP the target at overflow N and end, leaving it stopped.
     pub stop_at: Option<u64>,
     /// `--stop-after N`: end after N overflows.
@@ -330,17 +330,17 @@ impl EventArgs {
     }
 
     /// Whom to watch: `-p`/`-t` (one thread or process), `-C` (a CPU), both, or neither.
-    pub fn target(&self) -> Result<Target, Failure> {
+    pub fn target(&self) -> Result<Scope, Failure> {
         let who = match (self.pid, self.tid) {
             (Some(_), Some(_)) => return Err(usage("-p and -t are exclusive: give one")),
             (Some(id), None) | (None, Some(id)) => Some(id),
             (None, None) => None,
         };
         Ok(match (who, self.cpu) {
-            (None, None) => Target::CallingThread,
-            (Some(id), None) => Target::Thread(id),
-            (None, Some(cpu)) => Target::Cpu(cpu),
-            (Some(id), Some(cpu)) => Target::ThreadOnCpu(id, cpu),
+            (None, None) => Scope::CallingThread,
+            (Some(id), None) => Scope::Thread(id),
+            (None, Some(cpu)) => Scope::Cpu(cpu),
+            (Some(id), Some(cpu)) => Scope::ThreadOnCpu(id, cpu),
         })
     }
 
@@ -534,7 +534,7 @@ fn parse_watch(p: &mut Parser) -> Result<Command, Failure> {
             (_, "exec") => w.exec = Some(string(p, "--exec")?),
             (_, "signal") => {
                 let s = string(p, "--signal")?;
-                let sig = perfring::process::signal_from_name(&s).ok_or_else(|| {
+                let sig = s.parse::<perfring::Signal>().map_err(|_| {
                     usage(format!(
                         "--signal {s:?}: not a signal; give a name (USR1, SIGUSR2, RTMIN+1) or a number"
                     ))
@@ -683,7 +683,7 @@ fn parse_inject(p: &mut Parser) -> Result<Command, Failure> {
             }
             (_, "signal") => {
                 let s = string(p, "--signal")?;
-                let sig = perfring::process::signal_from_name(&s).ok_or_else(|| {
+                let sig = s.parse::<perfring::Signal>().map_err(|_| {
                     usage(format!(
                         "--signal {s:?}: not a signal; give a real-time one (RTMIN+3) or a number"
                     ))
@@ -985,10 +985,10 @@ mod tests {
         assert_eq!((a.type_, a.config), (1, 0));
         assert_eq!(a.sample_type, (SampleType::IP | SampleType::TID).bits());
         assert_eq!(a.inherit(), 1);
-        assert_eq!(b.target_of(), Target::Thread(42));
+        assert_eq!(b.target_of(), Scope::Thread(42));
         let b = explain("explain -e cpu-clock -F 0x10 -C 1 --sigtrap 7");
         assert_eq!((b.attr().freq(), b.attr().sigtrap()), (1, 1));
-        assert_eq!(b.target_of(), Target::Cpu(1));
+        assert_eq!(b.target_of(), Scope::Cpu(1));
     }
 
     #[test]
@@ -1072,7 +1072,7 @@ mod tests {
         assert_eq!((w.period, w.pages, w.budget), (Some(100), Some(8), Some(5)));
         assert_eq!(
             (w.signal, w.stop_at, w.stop_after),
-            (Some(libc::SIGUSR1), Some(2), Some(3))
+            (Some(perfring::Signal::SIGUSR1), Some(2), Some(3))
         );
         assert!(w.json);
         assert_eq!(w.command, ["prog", "-c", "1"]);

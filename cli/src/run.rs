@@ -395,11 +395,9 @@ The summary goes to stderr.
 
 Inherited counters write one ring per CPU, as perf record does: a thread's period
 restarts on each CPU it runs on, so N calls with -c P give about N/P samples.
---exact-periods keeps one period per thread (exactly N/P, as watch does) through one
-ring per event; when threads on different CPUs overflow at once, the kernel may
-overwrite records in that ring without saying so: perfring then compares the counts
-with the samples and reports (and writes a LOST record for) any that are missing.
-Use it for one thread at a time, or low rates.
+--exact-periods keeps one period per thread (exactly N/P, as watch does): each new
+thread of the target is held (ptrace) until it has a counter and ring of its own, so
+the target is traced while it is recorded and a debugger cannot attach meanwhile.
 
 Events (default: cycles, or cpu-clock without a hardware PMU): as for watch.
 

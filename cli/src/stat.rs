@@ -122,7 +122,7 @@ fn wait_child(sampler: &mut Sampler) -> Result<launch::ExitStatus, Failure> {
             // A terminal's Ctrl-C reaches the child too; a `kill -INT` of ours alone
             // is passed on.
             Waited::Interrupted => {
-                let _ = sampler.signal_target(libc::SIGINT);
+                let _ = sampler.signal_target(perfring::Signal::SIGINT);
             }
             Waited::TimedOut => {}
         }

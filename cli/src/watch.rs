@@ -409,7 +409,7 @@ struct Summary {
     /// Records the decoder rejected (a kernel/decoder disagreement; never expected).
     undecoded: u64,
     /// Samples the kernel counted that never reached a ring and were not reported lost
-    /// (threads overwriting each other's records in a shared ring); part of `lost`.
+    /// ([`perfring::sampler::Sampler::unreported_loss`]); part of `lost`.
     unreported: u64,
 }
 

@@ -206,7 +206,7 @@ fn our_thread_signal(sig: c_int) -> Option<perfring::notify::ThreadSignal> {
     STATE
         .get()
         .and_then(|s| s.signal)
-        .filter(|t| t.signo() == sig)
+        .filter(|t| t.signal().number() == sig)
 }
 
 fn tell_conflict(sig: c_int) {

@@ -442,7 +442,13 @@ fn start() -> Result<(), String> {
         .collect();
     let signal = match config.signal {
         // chain: a handler the program had (inherited SIG_IGN aside) keeps its signals.
-        Some(sig) => Some(ThreadSignal::install(Some(sig), true).map_err(|e| e.to_string())?),
+        Some(sig) => Some(
+            ThreadSignal::builder()
+                .signal(sig)
+                .chain(true)
+                .install()
+                .map_err(|e| e.to_string())?,
+        ),
         None => None,
     };
     let state = State {

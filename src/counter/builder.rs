@@ -12,7 +12,7 @@ use crate::Result;
 
 /// Who or what a counter watches: perf's `-p`/`-t`, `-C`, or the calling thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Target {
+pub enum Scope {
     /// The calling thread (`pid = 0, cpu = -1`): perfring's default.
     CallingThread,
     /// One thread or process by id, on any CPU (`pid = tid, cpu = -1`). With
@@ -24,13 +24,13 @@ pub enum Target {
     ThreadOnCpu(libc::pid_t, i32),
 }
 
-impl Target {
+impl Scope {
     fn pid_cpu(self) -> (libc::pid_t, i32) {
         match self {
-            Target::CallingThread => (0, -1),
-            Target::Thread(tid) => (tid, -1),
-            Target::Cpu(cpu) => (-1, cpu),
-            Target::ThreadOnCpu(tid, cpu) => (tid, cpu),
+            Scope::CallingThread => (0, -1),
+            Scope::Thread(tid) => (tid, -1),
+            Scope::Cpu(cpu) => (-1, cpu),
+            Scope::ThreadOnCpu(tid, cpu) => (tid, cpu),
         }
     }
 }
@@ -55,7 +55,7 @@ impl Target {
 pub struct Builder {
     event: Event,
     attr: sys::perf_event_attr,
-    target: Target,
+    target: Scope,
     group_fd: i32,
 }
 
@@ -81,7 +81,7 @@ impl Builder {
         Builder {
             event,
             attr,
-            target: Target::CallingThread,
+            target: Scope::CallingThread,
             group_fd: -1,
         }
     }
@@ -102,12 +102,12 @@ impl Builder {
     }
 
     /// The target and `(pid, cpu)` the counter will be opened with.
-    pub fn target_of(&self) -> Target {
+    pub fn target_of(&self) -> Scope {
         self.target
     }
 
     /// Whom to watch (default: the calling thread).
-    pub fn target(mut self, target: Target) -> Self {
+    pub fn target(mut self, target: Scope) -> Self {
         self.target = target;
         self
     }

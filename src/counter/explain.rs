@@ -10,7 +10,7 @@
 //! # Ok::<(), perfring::Error>(())
 //! ```
 
-use crate::{sys, Builder, ReadFormat, SampleType, Target};
+use crate::{sys, Builder, ReadFormat, SampleType, Scope};
 
 /// A field's value, with how it is best shown.
 #[derive(Debug, Clone, PartialEq)]
@@ -301,10 +301,10 @@ pub fn fields(builder: &Builder) -> Vec<Field> {
         field("sig_data", FieldValue::Hex(a.sig_data)),
     ]);
     let (pid, cpu) = match builder.target_of() {
-        Target::CallingThread => (0, -1),
-        Target::Thread(tid) => (tid, -1),
-        Target::Cpu(cpu) => (-1, cpu),
-        Target::ThreadOnCpu(tid, cpu) => (tid, cpu),
+        Scope::CallingThread => (0, -1),
+        Scope::Thread(tid) => (tid, -1),
+        Scope::Cpu(cpu) => (-1, cpu),
+        Scope::ThreadOnCpu(tid, cpu) => (tid, cpu),
     };
     f.extend([
         field("pid", FieldValue::Signed(pid.into())),

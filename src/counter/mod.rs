@@ -16,7 +16,7 @@ mod group;
 
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
-pub use builder::{Builder, Target};
+pub use builder::{Builder, Scope};
 pub use flags::{ReadFormat, SampleType};
 pub use group::{Group, GroupCounts, GroupReader, GroupValue, GroupView};
 
@@ -50,7 +50,7 @@ pub fn clock_ns(clockid: i32) -> u64 {
 }
 
 /// The online CPUs, from `/sys/devices/system/cpu/online`: what a per-CPU counter
-/// needs, e.g. one [`Target::ThreadOnCpu`] per CPU for an inherited counter with a
+/// needs, e.g. one [`Scope::ThreadOnCpu`] per CPU for an inherited counter with a
 /// ring (the kernel refuses to map an inherited counter opened on every CPU, `cpu = -1`).
 ///
 /// # Errors
@@ -95,7 +95,10 @@ pub fn parse_cpu_list(text: &str) -> Option<Vec<i32>> {
 
 /// An open perf_event: counts, overflows per its period, and is controlled by ioctls.
 ///
-/// Dropping it closes the fd, which stops the event and frees its kernel state.
+/// Dropping it closes the fd, which stops the event and frees its kernel state once
+/// no other fd refers to it: a copy in a forked child only closes that copy (dropping
+/// a `Counter` makes no ioctl), so a child that exits never changes what its parent's
+/// counter does.
 ///
 /// # Examples
 /// ```no_run
@@ -111,7 +114,7 @@ pub struct Counter {
     fd: OwnedFd,
     event: Event,
     attr: sys::perf_event_attr,
-    target: Target,
+    target: Scope,
 }
 
 impl std::fmt::Debug for Counter {
@@ -142,7 +145,7 @@ impl Counter {
         fd: OwnedFd,
         event: Event,
         attr: sys::perf_event_attr,
-        target: Target,
+        target: Scope,
     ) -> Self {
         Counter {
             fd,
@@ -163,7 +166,7 @@ impl Counter {
     }
 
     /// Whom the counter watches.
-    pub fn target(&self) -> Target {
+    pub fn target(&self) -> Scope {
         self.target
     }
 

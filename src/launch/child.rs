@@ -1,6 +1,6 @@
 //! A started command: its status, reaped with `waitpid`.
 
-use crate::{Error, ErrorKind, Result};
+use crate::{Error, ErrorKind, Result, Signal};
 
 /// A running child started by [`Stopped::start`].
 #[derive(Debug)]
@@ -15,7 +15,7 @@ pub enum ExitStatus {
     /// `exit(code)`.
     Exited(i32),
     /// Killed by a signal.
-    Signaled(i32),
+    Signaled(Signal),
 }
 
 impl ExitStatus {
@@ -23,7 +23,7 @@ impl ExitStatus {
     pub fn code(self) -> i32 {
         match self {
             ExitStatus::Exited(c) => c,
-            ExitStatus::Signaled(s) => 128 + s,
+            ExitStatus::Signaled(s) => 128 + s.number(),
         }
     }
 
@@ -57,7 +57,7 @@ pub(super) fn reap(pid: libc::pid_t) -> Option<ExitStatus> {
         return None;
     }
     Some(if libc::WIFSIGNALED(status) {
-        ExitStatus::Signaled(libc::WTERMSIG(status))
+        ExitStatus::Signaled(Signal::known(libc::WTERMSIG(status)))
     } else {
         ExitStatus::Exited(libc::WEXITSTATUS(status))
     })
@@ -81,16 +81,12 @@ impl Child {
         Ok(st)
     }
 
-    /// Sends `signal` to the child.
-    pub fn signal(&self, signal: i32) -> Result<()> {
-        // SAFETY: kill has no memory-safety preconditions.
-        if unsafe { libc::kill(self.pid, signal) } != 0 {
-            return Err(Error::from_errno(
-                format!("kill({}, {signal})", self.pid),
-                std::io::Error::last_os_error(),
-            ));
-        }
-        Ok(())
+    /// Sends `signal` to the child ([`signal_process`](crate::process::signal_process)).
+    ///
+    /// # Errors
+    /// As [`signal_process`](crate::process::signal_process).
+    pub fn signal(&self, signal: Signal) -> Result<()> {
+        crate::process::signal_process(self.pid, signal)
     }
 }
 
@@ -141,7 +137,7 @@ impl Child {
         }
         self.reaped = true;
         Ok(Some(if libc::WIFSIGNALED(status) {
-            ExitStatus::Signaled(libc::WTERMSIG(status))
+            ExitStatus::Signaled(Signal::known(libc::WTERMSIG(status)))
         } else {
             ExitStatus::Exited(libc::WEXITSTATUS(status))
         }))

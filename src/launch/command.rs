@@ -14,10 +14,10 @@ static SPAWN_LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
 ///
 /// # Examples
 /// ```no_run
-/// use perfring::{launch::Command, Counter, Target};
+/// use perfring::{launch::Command, Counter, Scope};
 /// let stopped = Command::new("ls").arg("/").spawn_stopped()?;
 /// let counter = Counter::builder("task-clock")?
-///     .target(Target::Thread(stopped.pid()))
+///     .target(Scope::Thread(stopped.pid()))
 ///     .inherit(true)
 ///     .enable_on_exec(true)
 ///     .open()?;

@@ -49,6 +49,10 @@ pub enum Rearm {
 /// // if `reopened`, map a new ring and register the counter again: its fd changed.
 /// # Ok::<(), perfring::Error>(())
 /// ```
+///
+/// A budget is a builder and a number: dropping one (in a forked child too) touches no
+/// counter; the kernel's remaining overflows belong to the event, which a child's
+/// closing its copy of the fd leaves as it was.
 #[derive(Debug, Clone)]
 pub struct Budget {
     builder: Builder,

@@ -25,15 +25,17 @@ mod registry;
 pub mod siginfo;
 pub mod signal;
 pub mod signalfd;
+mod signo;
 pub mod sigtrap;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 
 pub use budget::{Budget, Rearm};
-pub use poll::Poller;
+pub use poll::{Poller, Waker};
 pub use siginfo::SigInfo;
 pub use signal::{NotifyQueue, Owner, SignalCounter, SignalOptions, ThreadSignal};
-pub use sigtrap::{Sigtrap, SigtrapCounter, SigtrapInfo};
+pub use signo::Signal;
+pub use sigtrap::{Sigtrap, SigtrapCounter, SigtrapInfo, SigtrapOptions};
 
 use crate::ring::RingStats;
 

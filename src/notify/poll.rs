@@ -28,6 +28,7 @@
 
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Accounting, Notification, NotifyKind, Token};
@@ -92,10 +93,68 @@ impl Entry {
 /// # Notes
 /// `EINTR` is not retried: [`poll`](Self::poll) returns `Ok(0)` with no events, so a
 /// loop that checks a flag set by a signal handler sees it promptly. Poll again.
+///
+/// After `fork`, the child's copy shares the epoll instance, the counters and the
+/// rings with the parent. Dropping it only closes and unmaps the child's copies (no
+/// `epoll_ctl`, no ioctl, no `data_tail` store), so a child that exits never changes
+/// what the parent receives; a child that *drains* would consume the parent's records.
 pub struct Poller {
     ep: OwnedFd,
     entries: HashMap<Token, Entry>,
     buf: Vec<libc::epoll_event>,
+    /// The eventfd of [`Poller::waker`], registered under [`Waker::TOKEN`].
+    waker: Option<Arc<OwnedFd>>,
+}
+
+/// Wakes a [`Poller`] from another thread: [`Poller::poll`] returns (with no
+/// notification for it) when [`wake`](Self::wake) is called, as `mio::Waker` does.
+/// From [`Poller::waker`].
+#[derive(Debug, Clone)]
+pub struct Waker {
+    fd: Arc<OwnedFd>,
+}
+
+impl Waker {
+    /// The token the waker's eventfd is registered under (refused by
+    /// [`Poller::register`] once the poller has a waker).
+    pub const TOKEN: Token = Token(u64::MAX);
+
+    /// Makes the poller's current or next `poll` return.
+    ///
+    /// # Errors
+    /// The `write(2)` errno (none expected: the counter saturates long after 2^63 wakes).
+    pub fn wake(&self) -> Result<()> {
+        let one: u64 = 1;
+        // SAFETY: writes the 8 bytes of `one`, alive across the call, to our eventfd.
+        let n = unsafe {
+            libc::write(
+                self.fd.as_raw_fd(),
+                (&one as *const u64).cast(),
+                std::mem::size_of::<u64>(),
+            )
+        };
+        if n < 0 {
+            return Err(Error::from_errno(
+                "Waker::wake(write eventfd)",
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Reads an eventfd to zero (non-blocking), so that epoll stops reporting it.
+fn reset_eventfd(fd: &OwnedFd) {
+    let mut v: u64 = 0;
+    // SAFETY: reads at most 8 bytes into `v`, alive across the call; the fd is
+    // non-blocking, so an empty eventfd returns EAGAIN at once.
+    unsafe {
+        libc::read(
+            fd.as_raw_fd(),
+            (&mut v as *mut u64).cast(),
+            std::mem::size_of::<u64>(),
+        )
+    };
 }
 
 impl std::fmt::Debug for Poller {
@@ -138,7 +197,39 @@ impl Poller {
             ep,
             entries: HashMap::new(),
             buf: Vec::with_capacity(64),
+            waker: None,
         })
+    }
+
+    /// A [`Waker`] for this poller (the same one on every call): an eventfd registered
+    /// under [`Waker::TOKEN`], which [`poll`](Self::poll) resets and never reports.
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidArgument`] if [`Waker::TOKEN`] is registered;
+    /// `eventfd`/`epoll_ctl` errnos.
+    pub fn waker(&mut self) -> Result<Waker> {
+        if let Some(fd) = &self.waker {
+            return Ok(Waker { fd: fd.clone() });
+        }
+        if self.entries.contains_key(&Waker::TOKEN) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                "Poller::waker",
+                format!("{:?} is registered to a counter", Waker::TOKEN),
+            )
+            .with_fix("register counters under other tokens"));
+        }
+        // SAFETY: eventfd takes an initial value and flags and returns a new fd or -1.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(epoll_error("eventfd", std::io::Error::last_os_error()));
+        }
+        // SAFETY: `fd` is a fresh eventfd that nothing else owns.
+        let fd = Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
+        self.ctl(libc::EPOLL_CTL_ADD, fd.as_raw_fd(), Waker::TOKEN)
+            .map_err(|e| epoll_error("epoll_ctl(ADD, waker)", e))?;
+        self.waker = Some(fd.clone());
+        Ok(Waker { fd })
     }
 
     fn ctl(&self, op: libc::c_int, fd: i32, token: Token) -> std::io::Result<()> {
@@ -151,7 +242,7 @@ impl Poller {
     /// [`ErrorKind::InvalidArgument`] if `token` is taken; an `epoll_ctl` errno otherwise.
     #[doc(alias = "epoll_ctl")]
     pub fn register(&mut self, token: Token, counter: Counter, ring: Ring) -> Result<()> {
-        if self.entries.contains_key(&token) {
+        if self.entries.contains_key(&token) || (token == Waker::TOKEN && self.waker.is_some()) {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
                 format!("Poller::register({token:?})"),
@@ -324,6 +415,12 @@ impl Poller {
         }
         // SAFETY: the kernel initialised the first `n <= cap` entries.
         unsafe { self.buf.set_len(n as usize) };
+        if let Some(fd) = &self.waker {
+            if self.buf.iter().any(|ev| ev.u64 == Waker::TOKEN.0) {
+                reset_eventfd(fd);
+                self.buf.retain(|ev| ev.u64 != Waker::TOKEN.0);
+            }
+        }
         Ok(())
     }
 

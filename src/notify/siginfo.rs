@@ -89,7 +89,11 @@ impl<'a> SigInfo<'a> {
         u64::from(data)
     }
 
-    /// `si_perf_type` of a `TRAP_PERF` signal: the event's `attr.type`.
+    /// `si_perf_type` of a `TRAP_PERF` signal: the overflowing kernel event's
+    /// `attr.type`, which for an inherited `cpu-clock`/`task-clock` copy is the type of
+    /// the PMU the kernel resolved it to (see [`SigtrapInfo::perf_type`]).
+    ///
+    /// [`SigtrapInfo::perf_type`]: super::SigtrapInfo::perf_type
     pub fn perf_type(&self) -> u32 {
         // SAFETY: integer union member (module Safety).
         unsafe { self.head()._sifields._sigfault.__bindgen_anon_1._perf._type }

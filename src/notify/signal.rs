@@ -7,8 +7,9 @@
 //! `F_OWNER_PID`), then `O_ASYNC` last, once the registry knows the fd.
 //!
 //! One process-wide handler per signal number, installed with `SA_SIGINFO` and the
-//! signal itself in `sa_mask` (no re-entry), dispatches on `si_fd` through a growable
-//! lock-free registry (`registry.rs`: O(1) per signal, ≥ 10,000 counters).
+//! signal itself in `sa_mask` (no re-entry; [`SignalOptions::nodefer`] allows it),
+//! dispatches on `si_fd` through a growable lock-free registry (`registry.rs`: O(1)
+//! per signal, ≥ 10,000 counters).
 //!
 //! # Standard signals coalesce
 //! [`SignalOptions::signal`] also accepts a standard signal (`SIGIO`, `SIGPROF`,
@@ -45,6 +46,7 @@ use super::budget::Budget;
 use super::queue::NotifyQueue as Queue;
 use super::registry::Registry;
 use super::siginfo::{interrupted_ip, interrupted_sp_fp, ErrnoGuard, SigInfo};
+use super::signo::Signal;
 use super::{Accounting, Notification, NotifyKind, Token};
 use crate::counter::Counter;
 use crate::ring::RingStats;
@@ -77,7 +79,8 @@ const NSIG: usize = 65;
 struct SigState {
     installed: AtomicBool,
     chain: AtomicBool,
-    restart: AtomicBool,
+    /// The `sa_flags` choices it was installed with ([`HandlerFlags::bits`]).
+    flags: AtomicI32,
     /// The previous `sa_sigaction` and `sa_flags`, for chaining.
     prev_action: AtomicUsize,
     prev_flags: AtomicI32,
@@ -87,7 +90,7 @@ static SIGS: [SigState; NSIG] = [const {
     SigState {
         installed: AtomicBool::new(false),
         chain: AtomicBool::new(false),
-        restart: AtomicBool::new(true),
+        flags: AtomicI32::new(HandlerFlags::DEFAULT.bits()),
         prev_action: AtomicUsize::new(0),
         prev_flags: AtomicI32::new(0),
     }
@@ -281,25 +284,66 @@ fn handler_addr() -> usize {
     on_signal as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) as usize
 }
 
-/// `sigaction(signo)` with `handler`, `SA_SIGINFO | SA_RESTART | SA_ONSTACK` and the
-/// signal blocked while it runs; returns the previous action.
-pub(crate) fn install_handler(signo: i32, handler: usize) -> Result<libc::sigaction> {
-    install_handler_flags(signo, handler, true)
+/// The `sa_flags` a handler of perfring's is installed with, besides `SA_SIGINFO`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HandlerFlags {
+    /// `SA_RESTART`: a blocking call the signal interrupts is restarted.
+    pub(crate) restart: bool,
+    /// `SA_NODEFER`: the signal is not blocked while its handler runs, so one raised
+    /// inside the handler (an overflow in code it calls) is delivered there, nested.
+    pub(crate) nodefer: bool,
+    /// `SA_ONSTACK`: the handler runs on the thread's alternate stack, if it has one.
+    pub(crate) onstack: bool,
 }
 
-/// As [`install_handler`], with `SA_RESTART` only if `restart`.
-fn install_handler_flags(signo: i32, handler: usize, restart: bool) -> Result<libc::sigaction> {
+impl HandlerFlags {
+    pub(crate) const DEFAULT: HandlerFlags = HandlerFlags {
+        restart: true,
+        nodefer: false,
+        onstack: true,
+    };
+
+    /// The `sa_flags` bits (with `SA_SIGINFO`).
+    pub(crate) const fn bits(self) -> i32 {
+        let mut f = libc::SA_SIGINFO;
+        if self.restart {
+            f |= libc::SA_RESTART;
+        }
+        if self.nodefer {
+            f |= libc::SA_NODEFER;
+        }
+        if self.onstack {
+            f |= libc::SA_ONSTACK;
+        }
+        f
+    }
+
+    pub(crate) const fn from_bits(f: i32) -> HandlerFlags {
+        HandlerFlags {
+            restart: f & libc::SA_RESTART != 0,
+            nodefer: f & libc::SA_NODEFER != 0,
+            onstack: f & libc::SA_ONSTACK != 0,
+        }
+    }
+}
+
+/// `sigaction(signo)` with `handler` and `flags`; unless `SA_NODEFER`, the signal is
+/// blocked while the handler runs. Returns the previous action.
+pub(crate) fn install_handler(
+    signo: i32,
+    handler: usize,
+    flags: HandlerFlags,
+) -> Result<libc::sigaction> {
     // SAFETY: an all-zero sigaction is a valid starting point (empty mask, no flags).
     let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
     act.sa_sigaction = handler;
-    act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-    if restart {
-        act.sa_flags |= libc::SA_RESTART;
-    }
+    act.sa_flags = flags.bits();
     // SAFETY: `act.sa_mask` is a valid sigset_t owned by us.
     unsafe { libc::sigemptyset(&mut act.sa_mask) };
-    // SAFETY: as above; `signo` is validated by the kernel (EINVAL otherwise).
-    unsafe { libc::sigaddset(&mut act.sa_mask, signo) };
+    if !flags.nodefer {
+        // SAFETY: as above; `signo` is validated by the kernel (EINVAL otherwise).
+        unsafe { libc::sigaddset(&mut act.sa_mask, signo) };
+    }
     // SAFETY: zeroed sigaction is valid for the kernel to overwrite.
     let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: both pointers are valid sigactions; `handler` is an extern "C" fn with
@@ -321,7 +365,7 @@ fn install_handler_flags(signo: i32, handler: usize, restart: bool) -> Result<li
 /// ```no_run
 /// use perfring::{Counter, Event, notify::{ThreadSignal, Token, signal::Handler}};
 /// # fn hot() {}
-/// let sig = ThreadSignal::install(None, false)?; // first free SIGRTMIN+k
+/// let sig = ThreadSignal::builder().install()?; // first free SIGRTMIN+k
 /// let counter = Counter::builder_for(Event::breakpoint(perfring::event::Access::Execute, hot as usize as u64, 8))
 ///     .period(100)
 ///     .wakeup_events(1)
@@ -339,49 +383,35 @@ pub struct ThreadSignal {
 }
 
 impl ThreadSignal {
-    /// Installs (once per process and signal; later calls return the same handle) the
-    /// handler for `signo`, or for the first `SIGRTMIN+k` with no handler when `None`.
-    ///
-    /// # Errors
-    /// [`ErrorKind::Signal`] when `signo` is not a real-time signal, when it already
-    /// has a handler that is not perfring's and `chain` is false, or when every
-    /// real-time signal is taken.
-    pub fn install(signo: Option<i32>, chain: bool) -> Result<ThreadSignal> {
-        Self::install_inner(signo, chain, true, false)
-    }
-
-    /// Options for [`SignalOptions::install`]: the signal (standard ones included),
-    /// chaining, `SA_RESTART`.
+    /// Options for [`SignalOptions::install`], the one way to install the handler:
+    /// the signal (standard ones included), chaining, `SA_RESTART`, `SA_NODEFER`,
+    /// `SA_ONSTACK`. `ThreadSignal::builder().install()` takes the first real-time
+    /// signal that is free (or already perfring's, with the same flags).
     ///
     /// # Examples
     /// ```no_run
     /// use perfring::notify::ThreadSignal;
     /// // SIGPROF, and let notifications interrupt blocking calls with EINTR.
-    /// let sig = ThreadSignal::builder().signal(libc::SIGPROF).restart(false).install()?;
+    /// let sig = ThreadSignal::builder().signal(perfring::Signal::SIGPROF).restart(false).install()?;
     /// # Ok::<(), perfring::Error>(())
     /// ```
     pub fn builder() -> SignalOptions {
         SignalOptions::default()
     }
 
-    /// Installs the handler as `options` say (see [`SignalOptions`]). Without an
-    /// explicit signal it picks the first real-time signal that is free or already
-    /// perfring's with the same `SA_RESTART` choice.
+    /// Installs the handler (once per process and signal; later calls return the same
+    /// handle) as `options` say (see [`SignalOptions`]). Without an explicit signal it
+    /// picks the first real-time signal that is free or already perfring's with the
+    /// same flags.
     ///
     /// # Errors
-    /// As [`install`](Self::install); a standard signal is accepted unless it is one the
-    /// kernel or perfring reserves (`SIGKILL`, `SIGSTOP`, `SIGTRAP`) or a fault signal
-    /// (`SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE`).
+    /// [`ErrorKind::Signal`] when the signal already has a handler that is not
+    /// perfring's and chaining is off, when every real-time signal is taken, or for a
+    /// signal the kernel or perfring reserves (`SIGKILL`, `SIGSTOP`, `SIGTRAP`) or a
+    /// fault signal (`SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE`); any other standard
+    /// signal is accepted (it coalesces: see the module docs).
     pub fn install_with(options: SignalOptions) -> Result<ThreadSignal> {
-        Self::install_inner(options.signo, options.chain, options.restart, true)
-    }
-
-    fn install_inner(
-        signo: Option<i32>,
-        chain: bool,
-        restart: bool,
-        standard_ok: bool,
-    ) -> Result<ThreadSignal> {
+        let (signo, chain, flags) = (options.signo, options.chain, options.flags);
         let _g = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
         let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
         let reserved = [
@@ -395,8 +425,8 @@ impl ThreadSignal {
         ];
         let signo = match signo {
             Some(s) if (min..=max).contains(&s) => s,
-            Some(s) if standard_ok && (1..min).contains(&s) && !reserved.contains(&s) => s,
-            Some(s) if standard_ok => {
+            Some(s) if (1..min).contains(&s) && !reserved.contains(&s) => s,
+            Some(s) => {
                 return Err(Error::new(
                     ErrorKind::Signal,
                     format!("ThreadSignal::install_with({s})"),
@@ -404,22 +434,14 @@ impl ThreadSignal {
                 )
                 .with_fix("pick SIGIO, SIGPROF, SIGUSR1/2, SIGALRM ... or a real-time signal (SIGRTMIN..=SIGRTMAX)"))
             }
-            Some(s) => return Err(Error::new(
-                ErrorKind::Signal,
-                format!("ThreadSignal::install({s})"),
-                format!("{s} is not a real-time signal ({min}..={max})"),
-            )
-            .with_fix(
-                "pick a signal in SIGRTMIN..=SIGRTMAX: only those queue and carry si_fd reliably",
-            )),
             None => {
                 let mut found = None;
                 for s in min..=max {
                     let a = current_action(s)?;
-                    // Share a signal of ours only if its SA_RESTART choice is the same:
-                    // flipping it would change other users' blocking calls.
+                    // Share a signal of ours only if its flags are the same: flipping
+                    // them would change other users' blocking calls or nesting.
                     let ours = a.sa_sigaction == handler_addr()
-                        && SIGS[s as usize].restart.load(SeqCst) == restart;
+                        && SIGS[s as usize].flags.load(SeqCst) == flags.bits();
                     let free = a.sa_sigaction == libc::SIG_DFL && !claimed_by_signalfd(s);
                     if ours || free {
                         found = Some(s);
@@ -429,26 +451,26 @@ impl ThreadSignal {
                 found.ok_or_else(|| {
                     Error::new(
                         ErrorKind::Signal,
-                        "ThreadSignal::install(None)",
+                        "ThreadSignal::install_with(no signal given)",
                         "every real-time signal already has a handler",
                     )
-                    .with_fix("pass a signal number and chain = true")
+                    .with_fix("name a signal and chain to its handler: ThreadSignal::builder().signal(..).chain(true)")
                 })?
             }
         };
         if claimed_by_signalfd(signo) {
             return Err(Error::new(
                 ErrorKind::Signal,
-                format!("ThreadSignal::install({signo})"),
+                format!("ThreadSignal::install_with({signo})"),
                 format!("signal {signo} is used by a SignalFd"),
             )
             .with_fix("pick another signal (None picks a free one)"));
         }
         let st = &SIGS[signo as usize];
         if st.installed.load(SeqCst) {
-            if st.restart.load(SeqCst) != restart {
-                install_handler_flags(signo, handler_addr(), restart)?;
-                st.restart.store(restart, SeqCst);
+            if st.flags.load(SeqCst) != flags.bits() {
+                install_handler(signo, handler_addr(), flags)?;
+                st.flags.store(flags.bits(), SeqCst);
             }
             return Ok(ThreadSignal { signo });
         }
@@ -459,23 +481,23 @@ impl ThreadSignal {
         if foreign && !chain {
             return Err(Error::new(
                 ErrorKind::Signal,
-                format!("ThreadSignal::install({signo})"),
+                format!("ThreadSignal::install_with({signo})"),
                 format!("signal {signo} already has a handler installed by someone else"),
             )
-            .with_fix("pick another signal (None picks a free one) or pass chain = true to forward its other signals to that handler"));
+            .with_fix("pick another signal (or none: a free one is picked) or chain(true) to forward its other signals to that handler"));
         }
         st.prev_action.store(cur.sa_sigaction, SeqCst);
         st.prev_flags.store(cur.sa_flags, SeqCst);
         st.chain.store(chain && foreign, SeqCst);
-        install_handler_flags(signo, handler_addr(), restart)?;
-        st.restart.store(restart, SeqCst);
+        install_handler(signo, handler_addr(), flags)?;
+        st.flags.store(flags.bits(), SeqCst);
         st.installed.store(true, SeqCst);
         Ok(ThreadSignal { signo })
     }
 
-    /// The signal number.
-    pub fn signo(&self) -> i32 {
-        self.signo
+    /// The signal.
+    pub fn signal(&self) -> Signal {
+        Signal::known(self.signo)
     }
 
     /// The handler that this signal's non-perfring deliveries (`kill`, unknown fds) are
@@ -533,7 +555,23 @@ impl ThreadSignal {
 
     /// Whether this signal's handler is installed with `SA_RESTART`.
     pub fn restarts(&self) -> bool {
-        SIGS[self.signo as usize].restart.load(SeqCst)
+        self.flags().restart
+    }
+
+    /// Whether this signal's handler is installed with `SA_NODEFER` (a notification
+    /// raised while the handler runs is delivered inside it, nested).
+    pub fn nodefer(&self) -> bool {
+        self.flags().nodefer
+    }
+
+    /// Whether this signal's handler is installed with `SA_ONSTACK` (it runs on the
+    /// thread's alternate signal stack, when the thread has one).
+    pub fn onstack(&self) -> bool {
+        self.flags().onstack
+    }
+
+    fn flags(&self) -> HandlerFlags {
+        HandlerFlags::from_bits(SIGS[self.signo as usize].flags.load(SeqCst))
     }
 
     /// Sends `counter`'s overflow signals to the calling thread.
@@ -617,6 +655,7 @@ impl ThreadSignal {
             _queue: queue,
             armed: true,
             retired: (0, 0),
+            pid: std::process::id(),
         };
         arm_fd(
             sc.counter.as_raw_fd(),
@@ -676,12 +715,15 @@ impl Owner {
 
 /// How [`ThreadSignal::install_with`] takes its signal. Start from
 /// [`ThreadSignal::builder`] (or `default()`): the first free real-time signal, no
-/// chaining, `SA_RESTART`.
+/// chaining, `SA_RESTART` and `SA_ONSTACK`, the signal blocked while its handler runs.
+///
+/// The flags belong to the signal number: installing the same signal again with other
+/// flags changes them for every user of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SignalOptions {
     signo: Option<i32>,
     chain: bool,
-    restart: bool,
+    flags: HandlerFlags,
 }
 
 impl Default for SignalOptions {
@@ -689,16 +731,16 @@ impl Default for SignalOptions {
         SignalOptions {
             signo: None,
             chain: false,
-            restart: true,
+            flags: HandlerFlags::DEFAULT,
         }
     }
 }
 
 impl SignalOptions {
-    /// Use `signo`: a real-time signal, or a standard one such as `SIGIO` or `SIGPROF`
-    /// (those coalesce: see the module docs).
-    pub fn signal(mut self, signo: i32) -> Self {
-        self.signo = Some(signo);
+    /// Use `signal`: a real-time signal, or a standard one such as `SIGIO` or
+    /// `SIGPROF` (those coalesce: see the module docs).
+    pub fn signal(mut self, signal: Signal) -> Self {
+        self.signo = Some(signal.number());
         self
     }
 
@@ -712,7 +754,29 @@ impl SignalOptions {
     /// `SA_RESTART` (default `true`). `false`: a notification interrupts a blocking
     /// system call of the thread it lands on, which returns `EINTR`.
     pub fn restart(mut self, yes: bool) -> Self {
-        self.restart = yes;
+        self.flags.restart = yes;
+        self
+    }
+
+    /// `SA_NODEFER` (default `false`): the signal is not blocked while its handler
+    /// runs, so a notification raised inside the handler (an overflow in code the
+    /// callback calls) is delivered there, nested, instead of after it returns. The
+    /// handler is re-entrant (atomics only); a callback must be too.
+    ///
+    /// Nested frames need stack: with [`onstack`](Self::onstack) they pile up on the
+    /// thread's alternate stack, and the one Rust's std gives each thread (for its
+    /// stack overflow message) is a few KiB — two nested frames overflowed it
+    /// (`SIGSEGV`). Use `onstack(false)` with `nodefer(true)`, or a larger
+    /// `sigaltstack` of your own.
+    pub fn nodefer(mut self, yes: bool) -> Self {
+        self.flags.nodefer = yes;
+        self
+    }
+
+    /// `SA_ONSTACK` (default `true`): the handler runs on the thread's alternate signal
+    /// stack (`sigaltstack`) when it has one, e.g. to survive a stack overflow.
+    pub fn onstack(mut self, yes: bool) -> Self {
+        self.flags.onstack = yes;
         self
     }
 
@@ -803,6 +867,11 @@ fn drain_pending(signo: i32) {
 /// *another* owner thread are later ignored as an unknown fd — unless the fd number
 /// was meanwhile reused by a new registration, which then sees one extra notification
 /// (its ring count is unaffected).
+///
+/// # After `fork`
+/// A child shares the counter's open file description (its `O_ASYNC`, owner and
+/// signal) with the parent. Dropped in any process but the one that attached it, a
+/// `SignalCounter` only closes its fd: the parent keeps receiving its signals.
 pub struct SignalCounter {
     counter: Counter,
     slot: u32,
@@ -813,6 +882,8 @@ pub struct SignalCounter {
     armed: bool,
     /// `(hits, hups)` of slots this registration used before (fd changed by `rearm`).
     retired: (u64, u64),
+    /// The process that attached it: teardown acts only there (see the type docs).
+    pid: u32,
 }
 
 impl std::fmt::Debug for SignalCounter {
@@ -838,9 +909,9 @@ impl SignalCounter {
         self.token
     }
 
-    /// The signal number.
-    pub fn signo(&self) -> i32 {
-        self.signo
+    /// The signal.
+    pub fn signal(&self) -> Signal {
+        Signal::known(self.signo)
     }
 
     /// Who receives its signals.
@@ -933,6 +1004,10 @@ impl SignalCounter {
             return;
         }
         self.armed = false;
+        if std::process::id() != self.pid {
+            // A forked child's copy: O_ASYNC is the parent's too. Just close.
+            return;
+        }
         disarm_fd(self.counter.as_raw_fd());
         REGISTRY.retire(self.slot);
         if self.owner.reaches_caller() {

@@ -17,6 +17,7 @@ use std::marker::PhantomData;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 use super::signal::{arm_fd, claim_for_signalfd, disarm_fd, unclaim_for_signalfd};
+use super::signo::Signal;
 use super::{Accounting, Notification, NotifyKind, Token};
 use crate::counter::Counter;
 use crate::ring::RingStats;
@@ -53,6 +54,9 @@ pub struct SignalFd {
     old_mask: libc::sigset_t,
     entries: HashMap<RawFd, Entry>,
     stray: u64,
+    /// The process that created it: drop disarms the counters only there (a forked
+    /// child shares their `O_ASYNC` with the parent).
+    pid: u32,
     /// Bound to the creating thread: the signal is blocked there and aimed at it.
     _not_send: PhantomData<*const ()>,
 }
@@ -73,15 +77,15 @@ fn sig_err(op: String) -> Error {
 }
 
 impl SignalFd {
-    /// Blocks `signo` (or the first free `SIGRTMIN+k` when `None`) in the calling
+    /// Blocks `signal` (or the first free `SIGRTMIN+k` when `None`) in the calling
     /// thread and opens a non-blocking `signalfd` for it.
     ///
     /// # Errors
     /// [`ErrorKind::Signal`] when the signal is not real-time, has a handler (a
     /// handler and a signalfd would race for it), or is used by another `SignalFd`.
     #[doc(alias = "signalfd")]
-    pub fn new(signo: Option<i32>) -> Result<SignalFd> {
-        let signo = claim_for_signalfd(signo)?;
+    pub fn new(signal: Option<Signal>) -> Result<SignalFd> {
+        let signo = claim_for_signalfd(signal.map(Signal::number))?;
         // SAFETY: zeroed sigsets are valid to initialise.
         let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
@@ -111,13 +115,14 @@ impl SignalFd {
             old_mask,
             entries: HashMap::new(),
             stray: 0,
+            pid: std::process::id(),
             _not_send: PhantomData,
         })
     }
 
-    /// The signal number.
-    pub fn signo(&self) -> i32 {
-        self.signo
+    /// The signal.
+    pub fn signal(&self) -> Signal {
+        Signal::known(self.signo)
     }
 
     /// Aims `counter`'s overflow signals at this signalfd (this thread).
@@ -242,8 +247,12 @@ impl Drop for SignalFd {
     fn drop(&mut self) {
         // Stop new signals, consume pending ones, and only then unblock: a real-time
         // signal left pending with SIG_DFL would kill the process once unblocked.
-        for fd in self.entries.keys() {
-            disarm_fd(*fd);
+        // In a forked child the counters' O_ASYNC is the parent's too: leave it (the
+        // child's signal mask and signalfd are its own, restored below).
+        if std::process::id() == self.pid {
+            for fd in self.entries.keys() {
+                disarm_fd(*fd);
+            }
         }
         let mut sink = Vec::new();
         let _ = self.read(&mut sink);

@@ -2,8 +2,8 @@
 //!
 //! A counter built with [`Builder::sigtrap(sig_data)`](crate::Builder::sigtrap) makes
 //! the kernel send `SIGTRAP` with `si_code == TRAP_PERF`, `si_perf_data == sig_data`,
-//! `si_perf_type == attr.type` and `si_addr` (a watchpoint's address) to the
-//! overflowing thread before it runs another user instruction. With `inherit` and
+//! `si_perf_type` (see [`SigtrapInfo::perf_type`]) and `si_addr` (a watchpoint's
+//! address) to the overflowing thread before it runs another user instruction. With `inherit` and
 //! `inherit_thread` one counter opened before spawning covers every thread, and each
 //! thread's overflow interrupts that thread — the only per-thread delivery across a
 //! process with one fd (PITFALLS 6). `remove_on_exec` (set by the builder) keeps an
@@ -33,7 +33,7 @@ use super::budget::Budget;
 use super::queue::NotifyQueue;
 use super::registry::Registry;
 use super::siginfo::{interrupted_ip, interrupted_sp_fp, ErrnoGuard, SigInfo};
-use super::signal::{call_previous, install_handler};
+use super::signal::{call_previous, install_handler, HandlerFlags};
 use super::{Accounting, Notification, NotifyKind, Token};
 use crate::counter::Counter;
 use crate::ring::RingStats;
@@ -44,7 +44,19 @@ use crate::{sys, Error, ErrorKind, Result};
 pub struct SigtrapInfo {
     /// `si_perf_data`: the counter's `sig_data`.
     pub token: Token,
-    /// `si_perf_type`: the counter's `attr.type` (`PERF_TYPE_*`).
+    /// `si_perf_type`: the `attr.type` of the kernel event that overflowed, which is
+    /// **not always the type the counter was opened with**. The kernel reports the
+    /// opened event's original type, but an inherited copy is made from the event's
+    /// attr *after* the kernel resolved it, and `cpu-clock` and `task-clock` resolve to
+    /// PMUs of their own with dynamic type ids listed nowhere in sysfs: for
+    /// `task-clock` (type 1) the threads that inherited it report 7 here, for
+    /// `cpu-clock` 6 (Linux 6.18; a plain C program shows the same). Which copy
+    /// overflows in which thread can also move: unless a context holds an inherited
+    /// event with `PERF_SAMPLE_READ` (Linux 6.12+), the kernel swaps two threads'
+    /// inherited copies at a context switch, and the opening thread then traps with
+    /// its sibling's copy (measured: the opening thread saw 1 and 7, the other thread
+    /// 1 and 7). Breakpoints, tracepoints and hardware events keep their type. Tell
+    /// counters apart by `sig_data` ([`token`](Self::token)), never by this.
     pub perf_type: u32,
     /// `si_addr`: for breakpoints, the watched address.
     pub addr: u64,
@@ -78,6 +90,8 @@ static REGISTRY: Registry = Registry::new();
 static INSTALLED: AtomicBool = AtomicBool::new(false);
 static PREV_ACTION: AtomicUsize = AtomicUsize::new(0);
 static PREV_FLAGS: AtomicI32 = AtomicI32::new(0);
+/// The `sa_flags` our handler was installed with ([`HandlerFlags::bits`]).
+static FLAGS: AtomicI32 = AtomicI32::new(HandlerFlags::DEFAULT.bits());
 static INSTALL: Mutex<()> = Mutex::new(());
 /// Tag stored in the callback word for [`TrapHandler::Queue`] slots.
 const QUEUE_TAG: usize = 1;
@@ -186,17 +200,55 @@ unsafe fn route_trap(si: &SigInfo<'_>, ctx: *mut libc::c_void) -> bool {
 pub struct Sigtrap(());
 
 impl Sigtrap {
-    /// Installs the SIGTRAP handler once per process (later calls return the handle).
+    /// Installs the SIGTRAP handler once per process (later calls return the handle,
+    /// leaving its flags as they are), with the default flags of [`Sigtrap::builder`].
     /// The previous handler is kept and gets every SIGTRAP that is not `TRAP_PERF`.
     ///
     /// # Errors
     /// [`ErrorKind::Signal`] if `sigaction` fails.
     pub fn install() -> Result<Sigtrap> {
+        Sigtrap::install_flags(None)
+    }
+
+    /// Options for [`SigtrapOptions::install`]: `SA_NODEFER`, `SA_ONSTACK`,
+    /// `SA_RESTART`.
+    ///
+    /// # Examples
+    /// ```no_run
+    /// use perfring::notify::Sigtrap;
+    /// // A trap raised inside the handler (in code its callback calls) is delivered
+    /// // there, nested, as the kernel's own sigtrap tests install it.
+    /// let trap = Sigtrap::builder().nodefer(true).install()?;
+    /// assert!(trap.nodefer());
+    /// # Ok::<(), perfring::Error>(())
+    /// ```
+    pub fn builder() -> SigtrapOptions {
+        SigtrapOptions {
+            flags: HandlerFlags::DEFAULT,
+        }
+    }
+
+    /// Installs the handler as `options` say: once per process; a later call with
+    /// other flags installs it again with those (for every user: there is one SIGTRAP
+    /// handler).
+    ///
+    /// # Errors
+    /// [`ErrorKind::Signal`] if `sigaction` fails.
+    pub fn install_with(options: SigtrapOptions) -> Result<Sigtrap> {
+        Sigtrap::install_flags(Some(options.flags))
+    }
+
+    /// Installs the handler once; `Some(flags)` also changes an installed one's flags.
+    fn install_flags(wanted: Option<HandlerFlags>) -> Result<Sigtrap> {
         let _g = INSTALL.lock().unwrap_or_else(|p| p.into_inner());
+        let flags = wanted.unwrap_or(HandlerFlags::from_bits(FLAGS.load(SeqCst)));
+        let addr = on_sigtrap as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void)
+            as usize;
+        if INSTALLED.load(SeqCst) && FLAGS.load(SeqCst) != flags.bits() {
+            install_handler(libc::SIGTRAP, addr, flags)?;
+            FLAGS.store(flags.bits(), SeqCst);
+        }
         if !INSTALLED.load(SeqCst) {
-            let addr = on_sigtrap
-                as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void)
-                as usize;
             // Record the previous action before ours can run.
             // SAFETY: zeroed sigaction is valid for the kernel to overwrite.
             let mut cur: libc::sigaction = unsafe { std::mem::zeroed() };
@@ -204,10 +256,26 @@ impl Sigtrap {
             unsafe { libc::sigaction(libc::SIGTRAP, std::ptr::null(), &mut cur) };
             PREV_ACTION.store(cur.sa_sigaction, SeqCst);
             PREV_FLAGS.store(cur.sa_flags, SeqCst);
-            install_handler(libc::SIGTRAP, addr)?;
+            install_handler(libc::SIGTRAP, addr, flags)?;
+            FLAGS.store(flags.bits(), SeqCst);
             INSTALLED.store(true, SeqCst);
         }
         Ok(Sigtrap(()))
+    }
+
+    /// Whether the handler is installed with `SA_NODEFER`.
+    pub fn nodefer(&self) -> bool {
+        HandlerFlags::from_bits(FLAGS.load(SeqCst)).nodefer
+    }
+
+    /// Whether the handler is installed with `SA_ONSTACK`.
+    pub fn onstack(&self) -> bool {
+        HandlerFlags::from_bits(FLAGS.load(SeqCst)).onstack
+    }
+
+    /// Whether the handler is installed with `SA_RESTART`.
+    pub fn restarts(&self) -> bool {
+        HandlerFlags::from_bits(FLAGS.load(SeqCst)).restart
     }
 
     /// The handler that every `SIGTRAP` which is not `TRAP_PERF` is passed to:
@@ -309,13 +377,66 @@ impl Sigtrap {
             released_hits: 0,
             _queue: queue,
             live: true,
+            pid: std::process::id(),
         })
+    }
+}
+
+/// How [`Sigtrap::install_with`] installs the handler; from [`Sigtrap::builder`].
+/// Default: `SA_SIGINFO | SA_ONSTACK | SA_RESTART`, `SIGTRAP` blocked while the handler
+/// runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SigtrapOptions {
+    flags: HandlerFlags,
+}
+
+impl SigtrapOptions {
+    /// `SA_NODEFER` (default `false`): `SIGTRAP` is not blocked while the handler runs,
+    /// so an overflow in code the callback calls traps there, nested, instead of
+    /// pending until the handler returns (where a second `TRAP_PERF` would coalesce
+    /// with it). The handler is re-entrant (atomics only); a callback must be too, and
+    /// must not recurse without bound (a trap per call it makes).
+    ///
+    /// Nested frames need stack: with [`onstack`](Self::onstack) they pile up on the
+    /// thread's alternate stack, and the one Rust's std gives each thread (for its
+    /// stack overflow message) is a few KiB — two nested frames overflowed it
+    /// (`SIGSEGV`). Use `onstack(false)` with `nodefer(true)`, or a larger
+    /// `sigaltstack` of your own.
+    pub fn nodefer(mut self, yes: bool) -> Self {
+        self.flags.nodefer = yes;
+        self
+    }
+
+    /// `SA_ONSTACK` (default `true`): the handler runs on the thread's alternate
+    /// signal stack (`sigaltstack`) when it has one.
+    pub fn onstack(mut self, yes: bool) -> Self {
+        self.flags.onstack = yes;
+        self
+    }
+
+    /// `SA_RESTART` (default `true`): a blocking call a trap interrupts is restarted.
+    pub fn restart(mut self, yes: bool) -> Self {
+        self.flags.restart = yes;
+        self
+    }
+
+    /// [`Sigtrap::install_with`] these options.
+    ///
+    /// # Errors
+    /// As [`Sigtrap::install_with`].
+    pub fn install(self) -> Result<Sigtrap> {
+        Sigtrap::install_with(self)
     }
 }
 
 /// A sigtrap counter attached to the handler. Dropping it disables the counter,
 /// retires its slot (waiting for handlers inside it) and then closes the fd; a SIGTRAP
 /// already on its way is then ignored as stray.
+///
+/// # After `fork`
+/// A child shares the counter (one kernel event) with the parent: disabling it there
+/// would silence the parent. Dropped in any process but the one that attached it, a
+/// `SigtrapCounter` only closes its fd.
 pub struct SigtrapCounter {
     counter: Counter,
     slot: u32,
@@ -326,6 +447,8 @@ pub struct SigtrapCounter {
     released_hits: u64,
     _queue: Option<Arc<NotifyQueue>>,
     live: bool,
+    /// The process that attached it: teardown acts only there (see the type docs).
+    pid: u32,
 }
 
 impl std::fmt::Debug for SigtrapCounter {
@@ -484,6 +607,10 @@ impl SigtrapCounter {
     fn teardown(&mut self) {
         if self.live {
             self.live = false;
+            if std::process::id() != self.pid {
+                // A forked child's copy of the parent's event: just close it.
+                return;
+            }
             let _ = self.counter.disable();
             self.release_old_sig_data();
             REGISTRY.retire(self.slot);

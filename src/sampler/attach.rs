@@ -7,8 +7,9 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use super::drain::{Slot, TaskQueue};
+use super::hold;
 use super::stats::{Stats, Threads};
-use super::target::{process_alive, thread_alive, Watchee};
+use super::target::{parent_of, process_alive, thread_alive, Watchee};
 use super::{EventInfo, Mode, Sampler, SamplerBuilder, Target};
 use crate::counter::{Builder, Counter, SampleType};
 use crate::event::{Event, Software};
@@ -53,6 +54,70 @@ fn layout_of(b: &Builder) -> Result<Layout> {
     })
 }
 
+/// The counter opened first on each root of inherited counters, so that every
+/// inherited copy stays in the thread it was made for.
+///
+/// When two threads whose contexts are clones of one parent's (every event in it
+/// inherited) switch on one CPU, the kernel swaps their contexts instead of scheduling
+/// the events out and in (`perf_event_context_sched_out`): each thread then runs on with
+/// the other's copies, periods and counts included. A thread's samples are still
+/// written with its own tid, but its period is another thread's: with a breakpoint at
+/// period 100 on a function called 1,000 times, threads got 8, 11 or 12 samples.
+///
+/// A context holding an inherited event with `PERF_SAMPLE_READ` is never swapped
+/// (Linux 6.12+, `nr_no_switch_fast`), so the keeper is an inherited `dummy` with it:
+/// copied into every thread the root creates (and theirs), it writes nothing, and the
+/// events' own records keep the layout the caller chose. Older kernels refuse the
+/// combination: there the keeper is a non-inherited `dummy` (what `perf record -p`
+/// has in its tracking event), which keeps the root's children from being clones of
+/// it (not the children of those children).
+fn keeper(tid: libc::pid_t) -> Builder {
+    static READ_OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let reading = || {
+        Builder::new(Event::software(Software::Dummy))
+            .sample(SampleType::READ | SampleType::TID)
+            .inherit(true)
+            .exclude_kernel(true)
+            .enabled(false)
+    };
+    let inherited = *READ_OK.get_or_init(|| reading().open().is_ok());
+    let b = if inherited {
+        reading()
+    } else {
+        Builder::new(Event::software(Software::Dummy))
+            .exclude_kernel(true)
+            .enabled(false)
+    };
+    b.target(crate::Scope::Thread(tid))
+}
+
+/// Whether an event samples (a period or a frequency), i.e. writes records.
+fn samples(attr: &crate::sys::perf_event_attr) -> bool {
+    // sample_period and sample_freq share one u64; zerocopy reads it without unsafe.
+    let period: u64 = zerocopy::transmute!(attr.__bindgen_anon_1);
+    period != 0
+}
+
+/// Exact periods hold new threads with ptrace, which no process can do to itself.
+fn refuse_holding_self(cfg: &SamplerBuilder) -> Result<()> {
+    let me = std::process::id() as libc::pid_t;
+    let own = matches!(cfg.target, Target::Pid(p) if p == me)
+        || matches!(cfg.notify, super::Notify::Sigtrap { .. });
+    if !own {
+        return Ok(());
+    }
+    Err(Error::new(
+        ErrorKind::InvalidArgument,
+        "Sampler::start with exact_periods",
+        "exact periods hold each new thread of the target with ptrace until its counters \
+         are open, and a process cannot trace itself",
+    )
+    .with_fix(
+        "sample this process with exact_periods(false) (per-CPU rings: a thread's period \
+         restarts on each CPU it runs on), or run the work as a Target::Command",
+    ))
+}
+
 fn info(b: &Builder) -> Result<EventInfo> {
     Ok(EventInfo {
         name: b.event().name().to_string(),
@@ -79,10 +144,22 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
         )
         .with_fix("name at least one CPU"));
     }
+    // Exact periods for events that sample: a counter per task, each new task held
+    // until it has them (`hold`). Counting-only events write no records, so inherited
+    // per-task counters (one period and one count per thread) are exact and share
+    // nothing that races.
+    let held = cfg.exact_periods
+        && cfg.events.iter().any(|b| samples(b.attr()))
+        && matches!(cfg.target, Target::Command(_) | Target::Pid(_))
+        && !cfg.per_thread
+        && cfg.budget.is_none();
+    if held {
+        refuse_holding_self(&cfg)?;
+    }
     let mode = match &cfg.target {
         Target::Cpus(_) => Mode::Cpu,
         Target::Tid(_) => Mode::PerThread,
-        _ if cfg.per_thread || cfg.budget.is_some() => Mode::PerThread,
+        _ if cfg.per_thread || cfg.budget.is_some() || held => Mode::PerThread,
         _ => Mode::Inherit,
     };
     let spawned = matches!(cfg.target, Target::Command(_));
@@ -113,7 +190,7 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
             .inherit(mode != Mode::Cpu && !matches!(cfg.target, Target::Tid(_)))
             // It must report FORKs while the sampler attaches: enabled from the start.
             .enabled(true);
-        if mode == Mode::PerThread && follow {
+        if mode == Mode::PerThread && follow && !held {
             // New threads get counters as soon as their FORK is read.
             t = t.wakeup_events(1);
         }
@@ -178,6 +255,9 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
             Vec::new()
         },
         exact_periods: cfg.exact_periods,
+        holder: None,
+        reports: Vec::new(),
+        keepers: Vec::new(),
         leader_of: cfg.leader_of.clone(),
         cpu_rings: HashMap::new(),
         muted: Vec::new(),
@@ -196,6 +276,15 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
         watchee: Watchee::Cpus,
     };
     s.closed_counts = vec![Default::default(); s.builders.len()];
+    if held {
+        let opener = hold::Opener {
+            builders: s.builders.clone(),
+            leader_of: s.leader_of.clone(),
+            size: s.size,
+        };
+        let wake = s.poller.waker()?;
+        s.holder = Some(hold::Holder::start(opener, wake)?);
+    }
     match &cfg.target {
         Target::Command(_) => {
             let pid = watchee_pid.unwrap_or_default();
@@ -203,6 +292,10 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
             match mode {
                 Mode::Inherit => s.open_root(pid)?,
                 _ => s.open_thread(pid, true)?,
+            }
+            // Blocked before its exec: traced before it can create anything.
+            if let Some(h) = &s.holder {
+                h.seize(pid, true)?;
             }
         }
         Target::Pid(pid) => s.attach_process(*pid)?,
@@ -215,7 +308,7 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
                 s.open_tracking(-1, Some(cpu))?;
                 let mut opened = vec![None; s.builders.len()];
                 for i in 0..s.builders.len() {
-                    let b = s.event_builder(i, crate::Target::Cpu(cpu));
+                    let b = s.event_builder(i, crate::Scope::Cpu(cpu));
                     let b = s.join_group(i, b, &opened);
                     let c = s.open_budgeted(&b)?;
                     s.note_id(Some(i), &c)?;
@@ -230,6 +323,8 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
         (Some(stopped), _) => Watchee::Command {
             child: stopped.start()?,
             status: None,
+            // Held: not to be waited for before the tracer reports its exit.
+            exit_seen: !held,
         },
         (None, Target::Pid(p)) => Watchee::Pid(*p),
         (None, Target::Tid(t)) => Watchee::Tid(*t),
@@ -277,7 +372,7 @@ impl Sampler {
 
     /// The builder for one more counter of event `i`: in sigtrap mode, with a
     /// `sig_data` of its own.
-    fn event_builder(&mut self, i: usize, target: crate::Target) -> Builder {
+    fn event_builder(&mut self, i: usize, target: crate::Scope) -> Builder {
         let b = self.builders[i].clone().target(target);
         if !matches!(self.notify, super::Notify::Sigtrap { .. }) {
             return b;
@@ -345,26 +440,27 @@ impl Sampler {
             return Ok(());
         };
         let inherited = b.attr().inherit() != 0 && cpu.is_none();
-        let targets: Vec<crate::Target> = match cpu {
-            Some(c) => vec![crate::Target::Cpu(c)],
+        let targets: Vec<crate::Scope> = match cpu {
+            Some(c) => vec![crate::Scope::Cpu(c)],
             None if inherited => self
                 .cpus
                 .iter()
-                .map(|&c| crate::Target::ThreadOnCpu(pid, c))
+                .map(|&c| crate::Scope::ThreadOnCpu(pid, c))
                 .collect(),
-            None => vec![crate::Target::Thread(pid)],
+            None => vec![crate::Scope::Thread(pid)],
         };
         let b = b.clone();
         // Signals for tracking records matter only to follow threads (per-thread mode);
         // a dummy never overflows, so there is no SIGTRAP to route.
         let arm = matches!(self.notify, super::Notify::Signal { .. })
             && self.mode == Mode::PerThread
-            && self.follow;
+            && self.follow
+            && self.holder.is_none();
         let owner = cpu.is_none().then_some(pid as u32);
         for t in targets {
             let counter = b.clone().target(t).open()?;
             self.note_id(None, &counter)?;
-            if let crate::Target::ThreadOnCpu(_, c) = t {
+            if let crate::Scope::ThreadOnCpu(_, c) = t {
                 if !self.cpu_rings.contains_key(&(None, c)) {
                     self.open_cpu_ring(None, c, &counter)?;
                 }
@@ -388,7 +484,7 @@ impl Sampler {
     fn open_cpu_ring(&mut self, event: Option<usize>, cpu: i32, like: &Counter) -> Result<()> {
         let attr = like.attr();
         let mut b = Builder::new(Event::software(Software::Dummy))
-            .target(crate::Target::ThreadOnCpu(std::process::id() as i32, cpu))
+            .target(crate::Scope::ThreadOnCpu(std::process::id() as i32, cpu))
             .sample(SampleType::from_bits(attr.sample_type))
             .sample_id_all(attr.sample_id_all() != 0)
             .exclude_kernel(true);
@@ -447,13 +543,15 @@ impl Sampler {
     /// [`SamplerBuilder::exact_periods`]: super::SamplerBuilder::exact_periods
     pub(super) fn open_root(&mut self, tid: libc::pid_t) -> Result<()> {
         self.threads.entry(None, tid as u32);
+        // Before the events: every copy of them then stays with its thread.
+        self.keepers.push(keeper(tid).open()?);
         let cpus = self.cpus.clone();
         // Per CPU (or once, for exact periods): which counter each event got there.
         let mut opened = vec![vec![None; self.builders.len()]; cpus.len().max(1)];
         for i in 0..self.builders.len() {
             if !self.exact_periods {
                 for (k, &c) in cpus.iter().enumerate() {
-                    let b = self.event_builder(i, crate::Target::ThreadOnCpu(tid, c));
+                    let b = self.event_builder(i, crate::Scope::ThreadOnCpu(tid, c));
                     let b = self.join_group(i, b, &opened[k]);
                     let counter = b.open()?;
                     self.note_id(Some(i), &counter)?;
@@ -475,7 +573,7 @@ impl Sampler {
                 }
                 continue;
             }
-            let b = self.event_builder(i, crate::Target::Thread(tid));
+            let b = self.event_builder(i, crate::Scope::Thread(tid));
             let b = self.join_group(i, b, &opened[0]);
             let counter = b.open()?;
             self.note_id(Some(i), &counter)?;
@@ -505,7 +603,7 @@ impl Sampler {
         let mut opened = vec![None; self.builders.len()];
         for i in 0..self.builders.len() {
             let b = self
-                .event_builder(i, crate::Target::Thread(tid))
+                .event_builder(i, crate::Scope::Thread(tid))
                 .enable_on_exec(main && self.budget.is_none());
             let b = self.join_group(i, b, &opened);
             let counter = match self.open_budgeted(&b) {
@@ -532,6 +630,59 @@ impl Sampler {
         Ok(())
     }
 
+    /// Takes the tracer's reports ([`SamplerBuilder::exact_periods`]): registers the
+    /// counters it opened on tasks it held at their birth (a task that died before
+    /// they could be opened is counted in [`Sampler::missed_threads`]), and notes a
+    /// command's exit (it may be reaped from now on).
+    ///
+    /// # Errors
+    /// The failure to open a held task's counters for any other reason (the task then
+    /// ran without them), or to register them.
+    ///
+    /// [`SamplerBuilder::exact_periods`]: super::SamplerBuilder::exact_periods
+    pub(super) fn adopt_births(&mut self) -> Result<()> {
+        let kept = std::mem::take(&mut self.reports);
+        let fresh = std::iter::from_fn(|| self.holder.as_ref().and_then(|h| h.next_report()));
+        let mut reports = kept
+            .into_iter()
+            .chain(fresh)
+            .collect::<Vec<_>>()
+            .into_iter();
+        while let Some(report) = reports.next() {
+            if let Err(e) = self.adopt(report) {
+                // Keep the rest for the next call: each holds a task's counters.
+                self.reports.extend(reports);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn adopt(&mut self, report: hold::Report) -> Result<()> {
+        let (tid, opened) = match report {
+            hold::Report::Exited(pid) => {
+                self.watchee.exit_reported(pid);
+                return Ok(());
+            }
+            hold::Report::Birth { tid, opened } => (tid, opened),
+        };
+        let opened = match opened {
+            Ok(o) => o,
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                self.missed_threads += 1;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        self.attached.insert(tid);
+        self.threads.entry(None, tid);
+        for (i, counter, ring) in opened {
+            self.note_id(Some(i), &counter)?;
+            self.register(Some(i), Some(tid), counter, ring, Start::Later, true)?;
+        }
+        Ok(())
+    }
+
     /// `-p`: every thread the process has, read again after each round of attaching
     /// until no new one appears (see the module docs).
     fn attach_process(&mut self, pid: libc::pid_t) -> Result<()> {
@@ -546,11 +697,14 @@ impl Sampler {
                 "it has exited (a zombie its parent has not reaped yet)",
             ));
         }
+        let me = std::process::id() as libc::pid_t;
         let mut forked: HashSet<u32> = HashSet::new();
         // Threads that exited before their counters could be opened (a zombie leader
         // stays listed in /proc/PID/task while other threads run).
         let mut gone: HashSet<u32> = HashSet::new();
         for round in 0..MAX_ROUNDS {
+            // Tasks held at their birth are attached already.
+            self.adopt_births()?;
             let tids: Vec<libc::pid_t> = crate::proc::threads(pid)
                 .map_err(|_| exited(pid, "it exited while perfring attached to it"))?
                 .into_iter()
@@ -588,7 +742,22 @@ impl Sampler {
                         if !inherited {
                             self.opened_on_live(pid, tid, |s| s.open_tracking(tid, None))?;
                         }
-                        self.open_thread(tid, false)?;
+                        // Traced before its counters open: what it creates from now
+                        // on is held until it has its own.
+                        let ours = tid == pid && parent_of(pid) == Some(me);
+                        let held = match &self.holder {
+                            Some(h) => Some(h.seize(tid, ours)?),
+                            None => None,
+                        };
+                        match held {
+                            Some(hold::Seized::Gone) => {
+                                gone.insert(tid as u32);
+                            }
+                            Some(hold::Seized::Ours) => {
+                                self.attached.insert(tid as u32);
+                            }
+                            Some(hold::Seized::Held) | None => self.open_thread(tid, false)?,
+                        }
                     }
                 }
             }

@@ -60,8 +60,9 @@ pub(crate) struct TaskQueue {
     pub(crate) exits: Vec<u32>,
 }
 
-/// Everything one record touches, borrowed from the sampler's fields.
-pub(crate) struct Sink<'s> {
+/// Delivers one record at a time: everything a record touches, borrowed from the
+/// sampler's fields.
+pub(crate) struct Deliverer<'s> {
     pub(crate) slots: &'s mut [Slot],
     pub(crate) events: &'s [EventInfo],
     pub(crate) tracking: Option<&'s EventInfo>,
@@ -70,7 +71,7 @@ pub(crate) struct Sink<'s> {
     pub(crate) tasks: &'s mut TaskQueue,
 }
 
-impl<'s> Sink<'s> {
+impl<'s> Deliverer<'s> {
     fn layout(&self, event: Option<usize>) -> Option<&'s Layout> {
         let (events, tracking) = (self.events, self.tracking);
         match event {

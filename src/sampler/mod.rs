@@ -45,11 +45,26 @@
 //!   record` does — the tracking counter always, the events by default. Rings grow
 //!   with CPUs, not threads. Each such ring is owned (mapped and polled) by a `dummy`
 //!   on this process's main thread, not by a root, so it keeps waking the poll
-//!   after any root exits. A thread's period then restarts on each CPU it runs on. With
-//!   [`SamplerBuilder::exact_periods`] each event is one counter per root writing,
-//!   with every inheriting thread, into an anchor ring ([`Ring::map_inherited`]): one
-//!   period per thread however it migrates (exact `N/P`), but overflows that coincide
-//!   on two CPUs can overwrite each other's records without a `LOST` (see its docs).
+//!   after any root exits. A thread's period then restarts on each CPU it runs on, so a
+//!   thread that migrates gets up to one sample fewer per move, never more. For that,
+//!   each root also gets a *keeper*, an inherited `dummy` with `PERF_SAMPLE_READ`
+//!   that writes nothing but keeps the kernel from swapping two threads' inherited
+//!   copies at a context switch (Linux 6.12+; older kernels get a non-inherited
+//!   `dummy`, which does the same for the root's own children only). Without it,
+//!   threads created by one thread ran on with each other's periods: 87 to 132 of
+//!   2,000 threads got 11 or 12 samples for 10 periods.
+//! - **Held, one counter per task** ([`SamplerBuilder::exact_periods`], for events that
+//!   sample): one non-inherited counter and ring per event per thread (and child
+//!   process), opened *before the task's first instruction*. The sampler's tracer
+//!   thread traces the target (`PTRACE_SEIZE` with `PTRACE_O_TRACECLONE`, `FORK`,
+//!   `VFORK`), so the kernel stops each new task before it runs; the tracer opens its
+//!   counters, enabled, and lets it go; every other stop (a signal, a group stop) is
+//!   passed on as if untraced. A counter per task keeps one period however the task
+//!   migrates (exactly `N/P` samples per thread), and each ring has one writer: nothing
+//!   is overwritten unreported, and a full ring says `LOST` with the count. See
+//!   [`SamplerBuilder::exact_periods`] for the price and when to choose which.
+//!   Counting-only events (no period) with `exact_periods` are one inherited per-task
+//!   counter per root instead, writing nothing: exact counts, nothing to hold.
 //! - **Per thread** ([`SamplerBuilder::per_thread`], implied by
 //!   [`SamplerBuilder::budget`] because `REFRESH` is `EINVAL` on inherited counters, and
 //!   always for [`Target::Tid`]): one non-inherited counter and ring per event per
@@ -91,6 +106,7 @@
 
 mod attach;
 mod drain;
+mod hold;
 mod notify;
 mod stats;
 mod target;
@@ -111,7 +127,7 @@ use crate::records::Layout;
 use crate::ring::{Ring, RingSize};
 use crate::{sys, Error, ErrorKind, Result};
 
-use drain::{Sink, Slot, TaskQueue};
+use drain::{Deliverer, Slot, TaskQueue};
 use stats::Threads;
 use target::Watchee;
 
@@ -277,21 +293,50 @@ impl SamplerBuilder {
         self
     }
 
-    /// Inherited counters keep **one period per thread** however it migrates between
-    /// CPUs (`N` events with period `P` give exactly `N/P` samples per thread): one
-    /// counter per root task writing, with its inheriting threads, into one anchor ring
-    /// ([`Ring::map_inherited`]). Default off: one inherited counter per CPU with a ring
-    /// each, as `perf record` does, where a thread's period restarts on each CPU it
-    /// runs on.
+    /// **One period per thread** however it migrates between CPUs: `N` events with
+    /// period `P` give exactly `N/P` samples in every thread of a command or process,
+    /// threads created later included, on a busy machine too. Default off: one
+    /// inherited counter per CPU with a ring each, as `perf record` does.
     ///
-    /// # Warning
-    /// The kernel's ring code assumes one writer per CPU (it reserves space with
-    /// CPU-local atomics); with an anchor ring, threads overflowing at the same moment
-    /// on different CPUs write one ring at once and can overwrite each other's records
-    /// **without** a `LOST` record (measured: a few percent of samples, now and then,
-    /// with 50 threads on 2 CPUs). Use it when overflows do not coincide across CPUs
-    /// (one thread at a time, low rates); compare [`Sampler::read`] with the samples
-    /// to check.
+    /// How: each task gets a counter per event with a ring of its own, opened while the
+    /// kernel holds the new task before its first instruction (`ptrace`; see the
+    /// [module docs](self)). Not with [`budget`](Self::budget) or
+    /// [`per_thread`](Self::per_thread), which open counters on threads that already
+    /// run, nor for [`Target::Tid`] and [`Target::Cpus`]. Counting-only events need no
+    /// holding (see the module docs).
+    ///
+    /// # Which to choose
+    /// | | per-CPU (off) | exact periods (on) |
+    /// |---|---|---|
+    /// | samples per thread | `N/P` for a thread that stays on one CPU; up to one fewer per CPU move, never more | exactly `N/P` |
+    /// | counters, rings | events × CPUs per root; rings: events × CPUs | events per **live** task; as many rings |
+    /// | ring memory | events × CPUs × `ring_size` | events × live tasks × `ring_size` (size the rings small with many threads: `perf_event_mlock_kb` and `RLIMIT_MEMLOCK` bound it; a refused `mmap` is an error naming them) |
+    /// | the target | untouched | traced by this process while sampled: a debugger or `strace` cannot attach (nor can this take a target that one traces); each new thread waits until its counters are open, each signal until the tracer passes it on (within 2 ms) |
+    /// | notifications | signals as inherited counters send them | a held task's counters are signalled once the sampler has registered them ([`Notify::Signal`]); their records are in the ring either way |
+    /// | this process | allowed | refused: a process cannot trace itself ([`Notify::Sigtrap`] samples this process, so it is refused too) |
+    ///
+    /// Measured on this 2-core VM (`cargo bench --bench sampler -- churn 2000 0` and
+    /// `-- churn 2000 1000`): creating and joining 2,000 idle threads 20 at a time took
+    /// 0.42-0.55 s held against 0.15-0.23 s under per-CPU rings (2.5×: each new thread
+    /// waits ~0.2 ms for the tracer); with 1,000 breakpointed calls per thread (period
+    /// 100), 19-21 s held against 28-33 s per-CPU, 20,000 samples against 19,515-19,682,
+    /// at most 25 perf fds and 892 KiB of 8-page rings held against 9 fds and 208 KiB.
+    ///
+    /// Choose exact periods when per-thread counts must be exact (a breakpoint on a
+    /// function called `N` times, a trigger per thread) and the target's threads are
+    /// fewer than a few thousand at a time; per-CPU rings for long profiles of many
+    /// threads, where a period restarting on a CPU move does not matter, or when the
+    /// target must not be traced.
+    ///
+    /// A command's exit status comes from [`Sampler::target_ended`] as before. A
+    /// `-p` target that is a child of this process must not be waited for (`waitpid`)
+    /// while the sampler holds it: the parent's wait would take the tracer's stops.
+    /// Wait after [`Sampler::target_ended`] reports it, or after dropping the sampler.
+    ///
+    /// # Errors at start
+    /// [`ErrorKind::InvalidArgument`] for this process as the target;
+    /// [`ErrorKind::PermissionDenied`] when the kernel refuses to trace it (another
+    /// tracer, Yama's `ptrace_scope`), naming the fixes.
     pub fn exact_periods(mut self, yes: bool) -> Self {
         self.exact_periods = yes;
         self
@@ -318,6 +363,11 @@ impl SamplerBuilder {
 }
 
 /// A target sampled with one or more events; see the [module docs](self).
+///
+/// Dropping it closes its counters and rings, stops its tracer (which lets the target
+/// go on untraced) and lets a spawned command run on. A copy dropped in a forked child
+/// only closes the child's fds: it disables nothing, disarms no signal and leaves the
+/// parent's tracer thread alone, so the parent's sampling goes on unchanged.
 #[derive(Debug)]
 pub struct Sampler {
     /// Signal registrations: dropped first, so no handler runs for a closed counter.
@@ -345,6 +395,14 @@ pub struct Sampler {
     /// Online CPUs, for per-CPU inherited counters.
     cpus: Vec<i32>,
     exact_periods: bool,
+    /// The tracer holding each new task until its counters are open (exact periods
+    /// for events that sample).
+    holder: Option<hold::Holder>,
+    /// Its reports taken while waiting for something else, for `adopt_births`.
+    reports: Vec<hold::Report>,
+    /// One `dummy` per root of inherited counters that keeps the kernel from swapping
+    /// threads' inherited copies (see `attach::keeper`).
+    keepers: Vec<Counter>,
     leader_of: Vec<Option<usize>>,
     /// `(event or tracking, CPU)` → the slot whose ring that CPU's inherited counters
     /// of every root write to.
@@ -403,6 +461,7 @@ impl Sampler {
         let polled = self.poller.poll(&mut ready, timeout);
         self.ready = ready;
         polled?;
+        self.adopt_births()?;
         let mut hups = 0;
         for n in &self.ready {
             match n.kind {
@@ -424,14 +483,15 @@ impl Sampler {
     /// # Errors
     /// As [`poll`](Self::poll), for new threads.
     pub fn drain(&mut self, mut f: impl FnMut(Delivery<'_>)) -> Result<u64> {
+        self.adopt_births()?;
         let n = self.drain_rings(&mut f);
         self.follow_tasks(&mut f)?;
         Ok(n)
     }
 
-    fn sink(&mut self) -> (Sink<'_>, &mut Poller, &mut Vec<(usize, Counter, Ring)>) {
+    fn deliverer(&mut self) -> (Deliverer<'_>, &mut Poller, &mut Vec<(usize, Counter, Ring)>) {
         (
-            Sink {
+            Deliverer {
                 slots: &mut self.slots,
                 events: &self.events,
                 tracking: self.tracking.as_ref(),
@@ -449,10 +509,10 @@ impl Sampler {
         if !self.early_slots.is_empty() {
             let early = std::mem::take(&mut self.early);
             let slots = std::mem::take(&mut self.early_slots);
-            let (mut sink, _, _) = self.sink();
+            let (mut deliverer, _, _) = self.deliverer();
             let mut at = 0;
             for &(slot, len) in &slots {
-                sink.record(slot, &early[at..at + len], f);
+                deliverer.record(slot, &early[at..at + len], f);
                 at += len;
                 n += 1;
             }
@@ -464,18 +524,18 @@ impl Sampler {
             if self.slots[slot].event.is_some() || self.slots[slot].closed {
                 continue;
             }
-            let (mut sink, poller, _) = self.sink();
+            let (mut deliverer, poller, _) = self.deliverer();
             n += poller.drain(Token(slot as u64), |t, raw| {
-                sink.record(t.0 as usize, raw.bytes(), f)
+                deliverer.record(t.0 as usize, raw.bytes(), f)
             });
         }
-        let (mut sink, poller, muted) = self.sink();
-        n += poller.drain_all(|t, raw| sink.record(t.0 as usize, raw.bytes(), f));
+        let (mut deliverer, poller, muted) = self.deliverer();
+        n += poller.drain_all(|t, raw| deliverer.record(t.0 as usize, raw.bytes(), f));
         for (slot, _, ring) in muted.iter_mut() {
             let mut batch = ring.batch();
             while let Some(r) = batch.next() {
                 if let Ok(raw) = r {
-                    sink.record(*slot, raw.bytes(), f);
+                    deliverer.record(*slot, raw.bytes(), f);
                     n += 1;
                 }
             }
@@ -502,8 +562,10 @@ impl Sampler {
     fn close_slot(&mut self, slot: usize, f: &mut dyn FnMut(Delivery<'_>)) {
         let token = Token(slot as u64);
         let inherit = self.mode == Mode::Inherit;
-        let (mut sink, poller, muted) = self.sink();
-        poller.drain(token, |t, raw| sink.record(t.0 as usize, raw.bytes(), f));
+        let (mut deliverer, poller, muted) = self.deliverer();
+        poller.drain(token, |t, raw| {
+            deliverer.record(t.0 as usize, raw.bytes(), f)
+        });
         let Some((counter, ring)) = poller.deregister(token) else {
             return;
         };
@@ -535,7 +597,13 @@ impl Sampler {
         let forks = std::mem::take(&mut self.tasks.forks);
         let exits = std::mem::take(&mut self.tasks.exits);
         if self.mode == Mode::PerThread && self.follow {
-            for &(_, tid) in &forks {
+            // Held tasks got their counters before they ran (`adopt_births`).
+            let forks = if self.holder.is_some() {
+                &[][..]
+            } else {
+                &forks[..]
+            };
+            for &(_, tid) in forks {
                 if !self.attached.contains(&tid) && !exits.contains(&tid) {
                     self.open_thread(tid as libc::pid_t, false)?;
                 }
@@ -608,10 +676,11 @@ impl Sampler {
     /// reached a ring nor were reported lost (`LOST`/`LOST_SAMPLES`): 0 when every
     /// overflow is accounted for.
     ///
-    /// With [`SamplerBuilder::exact_periods`] the threads of a root share one ring, and
-    /// when two of them overflow at once on two CPUs the kernel (whose ring code assumes
-    /// one writer per CPU) can overwrite one record with another and report nothing.
-    /// Call this after the last [`drain`](Self::drain) to find out: it compares
+    /// Every ring the sampler maps has one writer at a time (a CPU's, or one task's),
+    /// so none is expected; this is the check. (A ring that threads on several CPUs
+    /// write at once, such as [`Ring::map_inherited`]'s, loses records unreported and
+    /// can stop publishing altogether.) Call it after the last
+    /// [`drain`](Self::drain): it compares
     /// [`read`](Self::read)`(event) / period` with the samples delivered, allowing one
     /// partial period per counter copy (per thread, and per CPU for per-CPU rings).
     /// Frequency-mode events (`-F`) have no fixed period and give 0.
@@ -675,10 +744,10 @@ impl Sampler {
     }
 
     /// Number of counters opened (every event on every root, thread or CPU, the
-    /// tracking counters, and the anchors owning the per-CPU rings of inherited
-    /// counters), closed ones included.
+    /// tracking counters, the anchors owning the per-CPU rings of inherited
+    /// counters, and one keeper per root of inherited counters), closed ones included.
     pub fn counters(&self) -> usize {
-        self.slots.len() + self.inherited.len()
+        self.slots.len() + self.inherited.len() + self.keepers.len()
     }
 
     /// Number of rings mapped (closed ones included): per event and CPU for inherited
@@ -739,6 +808,8 @@ impl Sampler {
     /// # Errors
     /// A `waitpid` failure other than "no such child".
     pub fn target_ended(&mut self) -> Result<Option<TargetEnd>> {
+        // A held command's exit comes from the tracer (with any births before it).
+        self.adopt_births()?;
         self.watchee.ended()
     }
 
@@ -746,7 +817,7 @@ impl Sampler {
     ///
     /// # Errors
     /// [`ErrorKind::InvalidArgument`] for a CPU target; the `kill` errno otherwise.
-    pub fn signal_target(&self, signal: i32) -> Result<()> {
+    pub fn signal_target(&self, signal: crate::Signal) -> Result<()> {
         match self.watchee.pid() {
             Some(pid) => crate::process::signal_process(pid, signal),
             None => Err(Error::new(
@@ -761,7 +832,17 @@ impl Sampler {
     /// `grace`, and returns its status (also when it had exited already). Targets given
     /// by id are left running (`None`).
     pub fn terminate(&mut self, grace: Duration) -> Option<ExitStatus> {
-        self.watchee.terminate(grace)
+        let (holder, kept) = (&self.holder, &mut self.reports);
+        self.watchee.terminate(grace, |w| {
+            // Exits are what it waits for; births are kept for the next drain.
+            while let Some(r) = holder.as_ref().and_then(|h| h.next_report()) {
+                match r {
+                    hold::Report::Exited(pid) => w.exit_reported(pid),
+                    birth => kept.push(birth),
+                }
+            }
+            w.exit_seen()
+        })
     }
 }
 

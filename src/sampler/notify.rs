@@ -40,13 +40,14 @@ pub enum Notify {
     /// one for the overflow, raised on the inherited copy and sent to its parent's
     /// owner, and one for the ring wake-up, raised on the parent (which owns the
     /// output of all its copies); the kernel may coalesce the second. Measured on
-    /// 6.18: 4 threads, 400 samples, `wakeup_events(1)` gave 800 signals (anchor ring,
-    /// [`exact_periods`](super::SamplerBuilder::exact_periods)) and 684 (per-CPU rings);
-    /// `wakeup_events(0)` gave 400 and 399, one per sample. A non-inherited counter
-    /// (per-thread mode, CPUs, the root's own overflows) is one event, so one signal.
+    /// 6.18: 4 threads, 400 samples, `wakeup_events(1)` gave 684 signals with per-CPU
+    /// rings (800 with one inherited counter per root and its ring); `wakeup_events(0)`
+    /// gave 399 (400), one per sample. A non-inherited counter (per-thread mode,
+    /// [`exact_periods`](super::SamplerBuilder::exact_periods), CPUs, the root's own
+    /// overflows) is one event, so one signal.
     /// For one signal per overflow, leave `wakeup_events` at 0 with this notification.
     Signal {
-        /// The installed signal ([`ThreadSignal::install`]).
+        /// The installed signal ([`ThreadSignal::builder`]).
         signal: ThreadSignal,
         /// The thread of this process the signals go to.
         tid: Option<libc::pid_t>,

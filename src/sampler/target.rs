@@ -38,6 +38,10 @@ pub(crate) enum Watchee {
     Command {
         child: Child,
         status: Option<ExitStatus>,
+        /// Whether it may be waited for: not while the sampler's tracer holds it (a
+        /// `waitpid` of its parent would take the tracer's stops), only once the
+        /// tracer has reported its exit.
+        exit_seen: bool,
     },
     Pid(libc::pid_t),
     Tid(libc::pid_t),
@@ -48,8 +52,12 @@ impl Watchee {
     /// Whether the target has ended; a command is reaped (once) when it has.
     pub(crate) fn ended(&mut self) -> Result<Option<TargetEnd>> {
         Ok(match self {
-            Watchee::Command { child, status } => {
-                if status.is_none() {
+            Watchee::Command {
+                child,
+                status,
+                exit_seen,
+            } => {
+                if status.is_none() && *exit_seen {
                     *status = child.try_wait()?;
                 }
                 status.map(TargetEnd::Exited)
@@ -62,15 +70,38 @@ impl Watchee {
 
     /// Ends a spawned command: `SIGTERM`, then `SIGKILL` after `grace`; returns its
     /// status. Targets given by id are left alone (`None`).
-    pub(crate) fn terminate(&mut self, grace: Duration) -> Option<ExitStatus> {
-        let Watchee::Command { child, status } = self else {
+    ///
+    /// `exit_seen` is asked, while the command is held, whether the tracer has
+    /// reported its exit (see [`Watchee::exit_reported`]).
+    pub(crate) fn terminate(
+        &mut self,
+        grace: Duration,
+        mut exit_seen: impl FnMut(&mut Watchee) -> bool,
+    ) -> Option<ExitStatus> {
+        let Watchee::Command { child, status, .. } = self else {
             return None;
         };
         if status.is_some() {
             return *status;
         }
-        let _ = child.signal(libc::SIGTERM);
+        let _ = child.signal(crate::Signal::SIGTERM);
         let deadline = Instant::now() + grace;
+        let mut killed = false;
+        loop {
+            if exit_seen(self) {
+                break;
+            }
+            if Instant::now() >= deadline && !killed {
+                if let Watchee::Command { child, .. } = self {
+                    let _ = child.signal(crate::Signal::SIGKILL);
+                }
+                killed = true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let Watchee::Command { child, status, .. } = self else {
+            return None;
+        };
         *status = loop {
             match child.try_wait() {
                 Ok(Some(s)) => break Some(s),
@@ -78,13 +109,33 @@ impl Watchee {
                     std::thread::sleep(Duration::from_millis(5))
                 }
                 Ok(None) => {
-                    let _ = child.signal(libc::SIGKILL);
+                    let _ = child.signal(crate::Signal::SIGKILL);
                     break child.wait().ok();
                 }
                 Err(_) => break None,
             }
         };
         *status
+    }
+
+    /// The tracer reports that process `pid` has exited: a command may be reaped now.
+    pub(crate) fn exit_reported(&mut self, pid: libc::pid_t) {
+        if let Watchee::Command {
+            child, exit_seen, ..
+        } = self
+        {
+            if child.pid() == pid {
+                *exit_seen = true;
+            }
+        }
+    }
+
+    /// Whether the command may be waited for (see [`Watchee::exit_reported`]).
+    pub(crate) fn exit_seen(&self) -> bool {
+        match self {
+            Watchee::Command { exit_seen, .. } => *exit_seen,
+            _ => true,
+        }
     }
 
     pub(crate) fn pid(&self) -> Option<libc::pid_t> {
@@ -116,4 +167,15 @@ pub(crate) fn thread_alive(pid: libc::pid_t, tid: libc::pid_t) -> bool {
             .and_then(|at| stat[at + 1..].split_whitespace().next());
         !matches!(state, Some("Z" | "X") | None)
     })
+}
+
+/// The parent process of `pid` (`/proc/PID/stat`'s `ppid`).
+pub(crate) fn parent_of(pid: libc::pid_t) -> Option<libc::pid_t> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the name (in parentheses, possibly containing ") "): state, then ppid.
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }

@@ -24,6 +24,7 @@
 
 mod bitfield;
 mod prefetch;
+pub mod ptrace;
 
 pub use prefetch::prefetch_read;
 

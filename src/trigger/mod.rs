@@ -579,14 +579,12 @@ impl Input {
             RecordKind::Exit(t) => return eval.forget(t.tid),
             _ => return,
         };
-        // Inherited copies report their root's ids, so every sample of the group
-        // carries, for each member, one of that member's ids, in order.
-        let ours = s.read().is_some_and(|r| {
-            r.len() == self.ids.len()
-                && r.iter()
-                    .zip(&self.ids)
-                    .all(|(v, ids)| v.id.is_some_and(|id| ids.contains(&id)))
-        });
+        // Every sample of the group carries, for each member, one of that member's
+        // ids, in order: its thread's own counters' (threads the sampler held at their
+        // birth get counters, and ids, after this trigger was opened).
+        let ours = s
+            .read()
+            .is_some_and(|r| r.len() == self.ids.len() && r.iter().all(|v| v.id.is_some()));
         if !ours || s.tid().is_none() {
             self.rejected += 1;
             return;

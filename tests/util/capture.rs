@@ -12,7 +12,7 @@ use perfring::pipeline::Pipeline;
 use perfring::resolve::{resolve_event, TargetImage};
 use perfring::ring::{Ring, RingSize};
 use perfring::stream::{Sink, StreamStats, Streamer};
-use perfring::{Builder, Counter, SampleType, Target};
+use perfring::{Builder, Counter, SampleType, Scope};
 
 /// What to record.
 pub struct Spec<'a> {
@@ -62,7 +62,7 @@ pub fn record<S: Sink>(
         .no_aslr(true)
         .spawn_stopped()
         .expect("spawn");
-    let target = Target::Thread(stopped.pid());
+    let target = Scope::Thread(stopped.pid());
     let mut poller = Poller::new().unwrap();
     let mut events = Vec::new();
     let mut keep = Vec::new();
