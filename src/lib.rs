@@ -23,6 +23,8 @@ pub mod inject;
 pub mod launch;
 pub mod notify;
 #[cfg(feature = "profile")]
+pub mod offcpu;
+#[cfg(feature = "profile")]
 pub mod output;
 #[cfg(feature = "profile")]
 pub mod pipeline;

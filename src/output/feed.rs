@@ -64,6 +64,14 @@ pub struct SampleRef<'a> {
     pub thread_name: Option<&'a str>,
     /// The process's address space as of this sample.
     pub process: Option<&'a ProcessSpace>,
+    /// What the sample stands for, in the event's unit: its period (the event's fixed
+    /// one, or the one the sample carries under a frequency), or for an off-CPU
+    /// sample the nanoseconds its thread was off the CPU.
+    pub weight: u64,
+    /// An off-CPU sample ([`offcpu`](crate::offcpu)): the stack where the thread
+    /// blocked, weighted by the time it waited. Outputs mark it
+    /// ([`offcpu::MARKER`](crate::offcpu::MARKER)).
+    pub off_cpu: bool,
 }
 
 /// A consumer of a recording: a file format, a printer, an embedder's own.

@@ -388,12 +388,8 @@ impl Output for Pprof {
             // The first process's program, if the recording did not name one.
             self.program = s.process.and_then(|p| p.exe()).map(|e| e.to_path_buf());
         }
-        let attr = s.info.attr();
-        let period = if attr.freq() == 0 {
-            crate::counter::sample_period(attr)
-        } else {
-            s.sample.period().unwrap_or(1)
-        };
+        // The period (or an off-CPU sample's time away), as the pipeline weighs it.
+        let period = s.weight;
         if let Some(p) = self.periods.get_mut(s.event) {
             p.0 = p.0.saturating_add(period);
             p.1 += 1;
