@@ -34,6 +34,8 @@ pub mod process;
 pub mod profiler;
 pub mod records;
 #[cfg(feature = "profile")]
+pub mod report;
+#[cfg(feature = "profile")]
 pub mod resolve;
 pub mod ring;
 pub mod sampler;
