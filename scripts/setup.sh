@@ -10,8 +10,10 @@
 #   golang-go      go tool pprof reads perfring's pprof back
 #   libc6-dbg      libc's internal functions are named from its debug file
 #   pkg-config     the C API's pkg-config file (perfring.pc)
+#   chromium       the flame graph test opens the SVG in headless Chromium
+#   util-linux     setpriv (tests as an unprivileged user) and script (a terminal)
 set -euo pipefail
-packages=(libclang-dev gcc binutils python3 linux-perf golang-go libc6-dbg pkg-config)
+packages=(libclang-dev gcc binutils python3 linux-perf golang-go libc6-dbg pkg-config chromium util-linux)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -28,6 +28,10 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
     setup = setup
         .exact_periods(args.exact_periods)
         .off_cpu(args.off_cpu);
+    if args.off_cpu {
+        // Before any file is made: a recording that cannot sample waits is refused.
+        perfring::offcpu::check_allowed().map_err(Failure::Runtime)?;
+    }
     let interrupts = Interrupts::block().map_err(Failure::Runtime)?;
     let started = (Instant::now(), SystemTime::now());
     // The file is created now: a bad path fails before the target runs.
