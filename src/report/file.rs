@@ -594,3 +594,130 @@ impl<'f> Iterator for FileRecords<'f> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::PerfData;
+    use crate::records::{encode, RecordKind};
+
+    fn event(name: &str, sample_type: u32, id: u64) -> EventInfo {
+        let mut attr = *crate::Counter::builder("cpu-clock").unwrap().attr();
+        attr.sample_type = u64::from(sample_type);
+        attr.set_sample_id_all(1);
+        EventInfo::new(name, attr, vec![id]).unwrap()
+    }
+
+    fn sample(e: &EventInfo, ip: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        let id = e.ids()[0];
+        let f = encode::SampleFields {
+            identifier: id,
+            id,
+            ip,
+            tid: 7,
+            pid: 7,
+            ..Default::default()
+        };
+        encode::sample(&mut out, e.layout(), sys::PERF_RECORD_MISC_USER as u16, &f);
+        out
+    }
+
+    /// A finished perf.data of `events` with `records`, its bytes.
+    fn file(name: &str, events: &[EventInfo], records: &[u8]) -> Vec<u8> {
+        let dir =
+            std::env::temp_dir().join(format!("perfring-report-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("perf.data");
+        let mut w = PerfData::create(&path, events, &["prog".into(), "arg".into()]).unwrap();
+        w.write_records(records).unwrap();
+        w.finish().unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        bytes
+    }
+
+    fn ips(f: &PerfFile<'_>) -> Vec<(Option<usize>, u64)> {
+        f.records()
+            .filter_map(|(e, r)| match r.kind() {
+                RecordKind::Sample(s) => Some((e, s.ip()?)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn events_names_ids_and_records_come_back() {
+        let st = sys::PERF_SAMPLE_IP | sys::PERF_SAMPLE_TID;
+        let e = [event("cpu-clock", st, 11)];
+        let bytes = file("one", &e, &[sample(&e[0], 1), sample(&e[0], 2)].concat());
+        let f = PerfFile::parse(&bytes, "t").unwrap();
+        assert_eq!(f.events().len(), 1);
+        assert_eq!(f.events()[0].name(), "cpu-clock");
+        assert_eq!(f.events()[0].ids(), [11]);
+        assert_eq!(f.cmdline(), ["prog", "arg"]);
+        assert!(f.notes().is_empty(), "{:?}", f.notes());
+        assert_eq!(ips(&f), [(Some(0), 1), (Some(0), 2)]);
+        let mut r = f.records();
+        assert_eq!(r.by_ref().count(), 2);
+        assert!(r.stopped().is_none());
+        assert_eq!(r.offset(), f.declared_data().end);
+    }
+
+    #[test]
+    fn events_of_different_layouts_are_told_apart_by_identifier() {
+        let a = event("a", sys::PERF_SAMPLE_IDENTIFIER | sys::PERF_SAMPLE_IP, 5);
+        let b = event(
+            "b",
+            sys::PERF_SAMPLE_IDENTIFIER | sys::PERF_SAMPLE_IP | sys::PERF_SAMPLE_TID,
+            6,
+        );
+        let bytes = file(
+            "two",
+            &[a.clone(), b.clone()],
+            &[sample(&a, 1), sample(&b, 2), sample(&a, 3)].concat(),
+        );
+        let f = PerfFile::parse(&bytes, "t").unwrap();
+        assert_eq!(ips(&f), [(Some(0), 1), (Some(1), 2), (Some(0), 3)]);
+    }
+
+    #[test]
+    fn a_cut_file_is_read_to_its_last_whole_record_and_bad_ones_name_the_offset() {
+        let st = sys::PERF_SAMPLE_IP | sys::PERF_SAMPLE_TID;
+        let e = [event("cpu-clock", st, 11)];
+        let one = sample(&e[0], 1);
+        let bytes = file("cut", &e, &[one.clone(), one.clone(), one.clone()].concat());
+        let f = PerfFile::parse(&bytes, "t").unwrap();
+        let start = f.data_range().start;
+        let cut = &bytes[..start + 2 * one.len() + 5];
+        let f = PerfFile::parse(cut, "t").unwrap();
+        assert!(f.notes()[0].contains("truncated"), "{:?}", f.notes());
+        let mut r = f.records();
+        assert_eq!(r.by_ref().count(), 2);
+        let stop = r.stopped().expect("stopped");
+        assert_eq!(stop.offset, (start + 2 * one.len()) as u64);
+        assert!(
+            stop.why.contains("the file ends 5 bytes into a record"),
+            "{}",
+            stop.why
+        );
+
+        let e = PerfFile::parse(b"PERFILE2", "t").unwrap_err().to_string();
+        assert!(
+            e.contains("offset 0x8") && e.contains("104-byte header"),
+            "{e}"
+        );
+        let e = PerfFile::parse(b"2ELIFREP and more", "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("byte order"), "{e}");
+        let mut pipe = b"PERFILE2".to_vec();
+        pipe.extend_from_slice(&16u64.to_ne_bytes());
+        let e = PerfFile::parse(&pipe, "t").unwrap_err().to_string();
+        assert!(e.contains("pipe"), "{e}");
+        let e = PerfFile::parse(&bytes[..start - 8], "t")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("the file's") || e.contains("ends at"), "{e}");
+    }
+}
