@@ -356,9 +356,13 @@ impl Pipeline {
         if let (true, RecordKind::Sample(s)) = (index, record.kind()) {
             self.last_time = self.last_time.max(s.time().unwrap_or(0));
             if self.off_cpu[event as usize] {
-                // Weighed when its thread comes back.
+                // Weighed when its thread comes back; outputs that copy records
+                // (perf.data) take it now, at its time, as the ring held it.
                 let (tid, time) = (s.tid().unwrap_or(0), s.time().unwrap_or(0));
                 self.blocked.hold(tid, event, time, bytes);
+                for o in &mut self.outputs {
+                    o.record(Some(event as usize), &record, bytes)?;
+                }
                 return Ok(());
             }
             return self.sample(event as usize, s, None, bytes);

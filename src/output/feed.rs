@@ -105,7 +105,10 @@ pub trait Output: Send {
     fn sample(&mut self, sample: &SampleRef<'_>) -> Result<()>;
 
     /// One record that is not a sample (`MMAP2`, `COMM`, `LOST`, ...), decoded;
-    /// `event` is `None` for the tracking counter's and synthesized records.
+    /// `event` is `None` for the tracking counter's and synthesized records. An
+    /// off-CPU sample ([`SampleRef::off_cpu`]) also comes here first, at its time and
+    /// as the ring held it, for outputs that copy records; its weighted
+    /// [`sample`](Self::sample) follows when its thread runs again.
     ///
     /// # Errors
     /// A write that failed.

@@ -1,7 +1,7 @@
 //! `perf report`'s top table: each symbol's (or DSO's, command's, thread's) share of
 //! an event, itself ("self") and with what it called ("children").
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::error::Result;
@@ -83,12 +83,51 @@ impl TopTables {
     }
 }
 
+/// One row as it is summed.
+#[derive(Debug)]
+struct RowAcc {
+    key: String,
+    self_weight: u64,
+    children_weight: u64,
+    self_samples: u64,
+    /// The last sample (by serial) that counted this row's children weight.
+    last: u64,
+}
+
+/// One event's rows, each found by its name (without allocating for a row seen
+/// before: the lookups borrow the frame's name).
 #[derive(Debug, Default)]
 struct Acc {
     samples: u64,
     total: u64,
     stacks: bool,
-    rows: HashMap<String, (u64, u64, u64)>,
+    rows: Vec<RowAcc>,
+    user: HashMap<String, usize>,
+    kernel: HashMap<String, usize>,
+}
+
+impl Acc {
+    /// The row named `name` (in user or kernel space), made with `key` the first time.
+    fn row(&mut self, kernel: bool, name: &str, key: impl FnOnce() -> String) -> usize {
+        let map = if kernel {
+            &mut self.kernel
+        } else {
+            &mut self.user
+        };
+        if let Some(&i) = map.get(name) {
+            return i;
+        }
+        let i = self.rows.len();
+        self.rows.push(RowAcc {
+            key: key(),
+            self_weight: 0,
+            children_weight: 0,
+            self_samples: 0,
+            last: 0,
+        });
+        map.insert(name.to_string(), i);
+        i
+    }
 }
 
 /// An [`Output`] that builds [`TopTable`]s: add it to a
@@ -100,8 +139,9 @@ pub struct Top {
     children: bool,
     names: Vec<String>,
     acc: Vec<Acc>,
-    keys: Vec<String>,
-    seen: HashSet<String>,
+    /// The rows of the sample being added, innermost first.
+    ids: Vec<usize>,
+    serial: u64,
     out: TopTables,
 }
 
@@ -114,8 +154,8 @@ impl Top {
             children,
             names: Vec::new(),
             acc: Vec::new(),
-            keys: Vec::new(),
-            seen: HashSet::new(),
+            ids: Vec::new(),
+            serial: 0,
             out: TopTables::default(),
         }
     }
@@ -124,45 +164,49 @@ impl Top {
     pub fn tables(&self) -> TopTables {
         self.out.clone()
     }
+}
 
-    /// The keys of a sample's stack, innermost first (one per unwound frame: an
-    /// inlined function is shown as the function it was inlined into, as perf does).
-    fn keys_of(&self, s: &SampleRef<'_>, out: &mut Vec<String>) {
-        out.clear();
-        match self.sort {
-            SortKey::Comm => out.push(s.thread_name.unwrap_or("[unknown]").to_string()),
-            SortKey::Tid => out.push(format!(
-                "{:>7}:{}",
-                s.tid,
-                s.thread_name.unwrap_or("[unknown]")
-            )),
-            SortKey::Symbol | SortKey::Dso => {
-                for f in s.frames.iter().filter(|f| !f.inlined) {
-                    out.push(self.frame_key(f));
-                }
-                if s.off_cpu {
-                    out.insert(0, format!("[.] {}", crate::offcpu::MARKER));
-                }
-                if out.is_empty() {
-                    out.push("[unknown]".to_string());
-                }
+/// The rows of a sample's stack, innermost first: one per unwound frame (an inlined
+/// function is shown as the function it was inlined into, as perf does), or the
+/// thread's.
+fn rows_of(sort: SortKey, acc: &mut Acc, s: &SampleRef<'_>, out: &mut Vec<usize>) {
+    out.clear();
+    let thread = s.thread_name.unwrap_or("[unknown]");
+    match sort {
+        SortKey::Comm => out.push(acc.row(false, thread, || thread.to_string())),
+        SortKey::Tid => {
+            let key = format!("{:>7}:{thread}", s.tid);
+            out.push(acc.row(false, &key, || key.clone()));
+        }
+        SortKey::Symbol | SortKey::Dso => {
+            if s.off_cpu {
+                let marker = crate::offcpu::MARKER;
+                out.push(acc.row(false, marker, || format!("[.] {marker}")));
+            }
+            for f in s.frames.iter().filter(|f| !f.inlined) {
+                out.push(frame_row(sort, acc, f));
+            }
+            if out.is_empty() {
+                out.push(acc.row(false, "[unknown]", || "[unknown]".to_string()));
             }
         }
     }
+}
 
-    fn frame_key(&self, f: &Frame) -> String {
-        match self.sort {
-            SortKey::Dso => match &f.dso {
-                Some(d) => d.rsplit('/').next().unwrap_or(d).to_string(),
-                None => "[unknown]".to_string(),
-            },
-            _ => {
-                let level = if f.kernel { "[k]" } else { "[.]" };
-                match &f.sym {
-                    Some(s) => format!("{level} {s}"),
-                    None => format!("{level} {:#018x}", f.ip),
-                }
-            }
+fn frame_row(sort: SortKey, acc: &mut Acc, f: &Frame) -> usize {
+    if sort == SortKey::Dso {
+        let name = match &f.dso {
+            Some(d) => d.rsplit('/').next().unwrap_or(d),
+            None => "[unknown]",
+        };
+        return acc.row(false, name, || name.to_string());
+    }
+    let level = if f.kernel { "[k]" } else { "[.]" };
+    match &f.sym {
+        Some(sym) => acc.row(f.kernel, sym, || format!("{level} {sym}")),
+        None => {
+            let addr = format!("{:#018x}", f.ip);
+            acc.row(f.kernel, &addr, || format!("{level} {addr}"))
         }
     }
 }
@@ -179,31 +223,28 @@ impl Output for Top {
     }
 
     fn sample(&mut self, s: &SampleRef<'_>) -> Result<()> {
-        let mut keys = std::mem::take(&mut self.keys);
-        self.keys_of(s, &mut keys);
         let Some(acc) = self.acc.get_mut(s.event) else {
-            self.keys = keys;
             return Ok(());
         };
+        let mut ids = std::mem::take(&mut self.ids);
+        rows_of(self.sort, acc, s, &mut ids);
+        self.serial += 1;
         acc.samples += 1;
         acc.total += s.weight;
         acc.stacks |= s.stack.len() > 1;
-        self.seen.clear();
-        for (i, k) in keys.iter().enumerate() {
-            let first = self.seen.insert(k.clone());
-            let row = match acc.rows.get_mut(k) {
-                Some(r) => r,
-                None => acc.rows.entry(k.clone()).or_default(),
-            };
+        for (i, &id) in ids.iter().enumerate() {
+            let row = &mut acc.rows[id];
             if i == 0 {
-                row.0 += s.weight;
-                row.2 += 1;
+                row.self_weight += s.weight;
+                row.self_samples += 1;
             }
-            if first {
-                row.1 += s.weight;
+            // Once per sample, however often the stack holds it (recursion).
+            if row.last != self.serial {
+                row.last = self.serial;
+                row.children_weight += s.weight;
             }
         }
-        self.keys = keys;
+        self.ids = ids;
         Ok(())
     }
 
@@ -216,11 +257,11 @@ impl Output for Top {
             let mut rows: Vec<Row> = acc
                 .rows
                 .into_iter()
-                .map(|(key, (s, c, n))| Row {
-                    key,
-                    self_weight: s,
-                    children_weight: c,
-                    self_samples: n,
+                .map(|r| Row {
+                    key: r.key,
+                    self_weight: r.self_weight,
+                    children_weight: r.children_weight,
+                    self_samples: r.self_samples,
                 })
                 .collect();
             let children = self.children && acc.stacks;
