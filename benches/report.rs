@@ -13,6 +13,13 @@
 //! that neither prints call graphs).
 //!
 //! Run: `cargo bench --bench report` (builds `perfring` in release first).
+//!
+//! Measured on the 2-core VM (shared with other builds), a 64.1 MiB file of 653k
+//! samples: `--no-children` perfring 1.20 s, perf 0.66 s (perfring takes 1.8x perf's
+//! time); `--children` perfring 1.86 s, perf 3.42 s (0.55x). Where perfring's time
+//! goes (`perf record` of it): about a third naming frames (the symbolizer's per-frame
+//! cache key hashing the file's path, and each frame's strings built anew), a tenth
+//! reading the file, and the pipeline's copy of each round.
 
 #[path = "../tests/util/mod.rs"]
 mod util;

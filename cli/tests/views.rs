@@ -673,6 +673,43 @@ fn off_cpu_and_wall_clock_profiles_weigh_waiting_by_time() {
     );
     assert!(!text.contains("[off-cpu]"));
 
+    // pprof: the waits as a sample type of their own, in ns, under an [off-cpu] frame.
+    let out = perfring(
+        &dir,
+        &[
+            "record",
+            "--off-cpu",
+            "--format",
+            "pprof",
+            "-o",
+            "wall.pb.gz",
+            prog,
+        ],
+    );
+    ok(&out, "perfring record --off-cpu --format pprof");
+    let top = util::capture::pprof(
+        &dir,
+        &[
+            "-top",
+            "-sample_index=off_cpu",
+            "-nodefraction=0",
+            "wall.pb.gz",
+        ],
+    );
+    let top = String::from_utf8_lossy(&top.stdout);
+    let row = |name: &str| {
+        top.lines()
+            .find(|l| l.trim_end().ends_with(&format!(" {name}")))
+    };
+    let cum = |l: &str| l.split_whitespace().nth(4).unwrap_or("").to_string();
+    let (marker, waiter) = (row("[off-cpu]").expect(&top), row("waiter").expect(&top));
+    let pct = |s: String| s.trim_end_matches('%').parse::<f64>().unwrap_or(0.0);
+    // Every wait ends in the marker; the program's waits (nearly all) are waiter's.
+    assert!(
+        pct(cum(marker)) == 100.0 && pct(cum(waiter)) >= 95.0,
+        "{top}"
+    );
+
     // The same report from perf.data: the switch records travel with the samples.
     let recorded = perfring(&dir, &["record", "--off-cpu", "-o", "wall.data", prog]);
     ok(&recorded, "perfring record --off-cpu -o perf.data");

@@ -396,6 +396,21 @@ impl Output for Pprof {
         }
         let mut stack = std::mem::take(&mut self.stack);
         stack.clear();
+        if s.off_cpu {
+            // Waiting time ends in a frame of its own, under the stack that blocked.
+            let marker = Frame {
+                ip: u64::MAX,
+                sym: Some(crate::offcpu::MARKER.to_string()),
+                off: None,
+                file: None,
+                line: None,
+                inlined: false,
+                dso: None,
+                mapping: None,
+                kernel: true,
+            };
+            stack.push(self.location(s.pid, std::slice::from_ref(&marker)));
+        }
         // One location per raw frame: its inlined frames, then the function.
         let mut first = 0;
         for (i, f) in s.frames.iter().enumerate() {
@@ -466,7 +481,10 @@ fn same_file(a: &Path, b: &Path) -> bool {
 
 /// The pprof (type, unit) of an event's period: CPU time for the clock events.
 fn value_type(event: &EventInfo) -> (String, &'static str) {
-    if event.counts_cpu_time() {
+    if crate::offcpu::is_off_cpu(event.attr()) {
+        // Weighted by the time away (`SampleRef::weight`).
+        ("off_cpu".to_string(), "nanoseconds")
+    } else if event.counts_cpu_time() {
         ("cpu".to_string(), "nanoseconds")
     } else {
         (event.name().to_string(), "count")
