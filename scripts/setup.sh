@@ -11,9 +11,10 @@
 #   libc6-dbg      libc's internal functions are named from its debug file
 #   pkg-config     the C API's pkg-config file (perfring.pc)
 #   nodejs         a JIT runtime whose perf map the JIT tests name frames from
-#   util-linux     setpriv, which runs the CLI as an ordinary user in the tests
+#   chromium       the flame graph test opens the SVG in headless Chromium
+#   util-linux     setpriv (tests as an unprivileged user) and script (a terminal)
 set -euo pipefail
-packages=(libclang-dev gcc binutils python3 linux-perf golang-go libc6-dbg pkg-config nodejs util-linux)
+packages=(libclang-dev gcc binutils python3 linux-perf golang-go libc6-dbg pkg-config nodejs chromium util-linux)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

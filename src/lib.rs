@@ -23,6 +23,8 @@ pub mod inject;
 pub mod launch;
 pub mod notify;
 #[cfg(feature = "profile")]
+pub mod offcpu;
+#[cfg(feature = "profile")]
 pub mod output;
 #[cfg(feature = "profile")]
 pub mod pipeline;
@@ -32,6 +34,8 @@ pub mod process;
 #[cfg(feature = "profile")]
 pub mod profiler;
 pub mod records;
+#[cfg(feature = "profile")]
+pub mod report;
 #[cfg(feature = "profile")]
 pub mod resolve;
 pub mod ring;

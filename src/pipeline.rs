@@ -34,6 +34,7 @@
 use std::collections::HashSet;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::offcpu::Blocked;
 use crate::output::{Output, Recording, SampleRef};
 use crate::records::{Layout, Record, RecordKind, Sample};
 use crate::sampler::EventInfo;
@@ -102,6 +103,12 @@ pub struct Pipeline {
     raw: Vec<RawFrame>,
     frames: Vec<Frame>,
     stats: PipelineStats,
+    /// Per event: whether it samples where threads block ([`crate::offcpu`]).
+    off_cpu: Vec<bool>,
+    /// Off-CPU samples waiting for their thread's return.
+    blocked: Blocked,
+    /// The latest record time handled (weighs threads still blocked at the end).
+    last_time: u64,
     started: bool,
     finished: bool,
 }
@@ -152,6 +159,12 @@ impl Pipeline {
             raw: Vec::new(),
             frames: Vec::new(),
             stats: PipelineStats::default(),
+            off_cpu: events
+                .iter()
+                .map(|e| crate::offcpu::is_off_cpu(e.attr()))
+                .collect(),
+            blocked: Blocked::default(),
+            last_time: 0,
             started: false,
             finished: false,
         })
@@ -360,7 +373,35 @@ impl Pipeline {
         };
         let index = (event as usize) < self.events.len();
         if let (true, RecordKind::Sample(s)) = (index, record.kind()) {
-            return self.sample(event as usize, s, bytes);
+            self.last_time = self.last_time.max(s.time().unwrap_or(0));
+            if self.off_cpu[event as usize] {
+                // Weighed when its thread comes back; outputs that copy records
+                // (perf.data) take it now, at its time, as the ring held it.
+                let (tid, time) = (s.tid().unwrap_or(0), s.time().unwrap_or(0));
+                self.blocked.hold(tid, event, time, bytes);
+                for o in &mut self.outputs {
+                    o.record(Some(event as usize), &record, bytes)?;
+                }
+                return Ok(());
+            }
+            return self.sample(event as usize, s, None, bytes);
+        }
+        let id = record.sample_id();
+        self.last_time = self.last_time.max(id.time().unwrap_or(0));
+        match record.kind() {
+            RecordKind::Switch if record.misc().switch_out() => {
+                let preempted = record.misc().switch_out_preempt();
+                self.blocked.switched_out(id.tid().unwrap_or(0), preempted);
+            }
+            RecordKind::Switch => {
+                let (tid, time) = (id.tid().unwrap_or(0), id.time().unwrap_or(0));
+                if let Some(r) = self.blocked.switched_in(tid, time) {
+                    let result = self.release(r);
+                    result?;
+                }
+            }
+            RecordKind::Exit(t) => self.blocked.forget(t.tid),
+            _ => {}
         }
         self.spaces.observe(&record);
         self.stats.records += 1;
@@ -371,7 +412,32 @@ impl Pipeline {
         Ok(())
     }
 
-    fn sample(&mut self, event: usize, s: &Sample<'_>, bytes: &[u8]) -> Result<()> {
+    /// An off-CPU sample whose thread came back, with its weight.
+    fn release(&mut self, r: crate::offcpu::Released) -> Result<()> {
+        let layout = self.layouts[r.event as usize];
+        let result = match Record::parse(&r.bytes, &layout) {
+            Ok(rec) => match rec.kind() {
+                RecordKind::Sample(s) => self.sample(r.event as usize, s, Some(r.weight), &r.bytes),
+                _ => Ok(()),
+            },
+            Err(_) => {
+                self.stats.undecoded += 1;
+                Ok(())
+            }
+        };
+        self.blocked.recycle(r.bytes);
+        result
+    }
+
+    /// Hands a sample to the outputs; `off_cpu`: the time its thread was away, for an
+    /// off-CPU sample.
+    fn sample(
+        &mut self,
+        event: usize,
+        s: &Sample<'_>,
+        off_cpu: Option<u64>,
+        bytes: &[u8],
+    ) -> Result<()> {
         let (pid, tid) = (s.pid().unwrap_or(0), s.tid().unwrap_or(0));
         if self.read_proc && !self.spaces.knows(pid) && self.tried_proc.insert(pid) {
             // Best effort: a process that exited is named from records or not at all.
@@ -388,9 +454,17 @@ impl Pipeline {
                 }
             });
         }
+        let attr = self.events[event].attr();
+        let weight = match off_cpu {
+            Some(ns) => ns,
+            None if attr.freq() == 0 => crate::counter::sample_period(attr),
+            None => s.period().unwrap_or(1),
+        };
         let r = SampleRef {
             event,
             info: &self.events[event],
+            weight,
+            off_cpu: off_cpu.is_some(),
             sample: s,
             bytes,
             pid,
@@ -433,6 +507,15 @@ impl Pipeline {
             return Ok(());
         }
         let mut first = self.end_round().err();
+        // Threads still blocked when the recording ended waited until then.
+        if first.is_none() {
+            for r in self.blocked.release_all(self.last_time) {
+                if let Err(e) = self.release(r) {
+                    first = Some(e);
+                    break;
+                }
+            }
+        }
         self.finished = true;
         for o in &mut self.outputs {
             if let Err(e) = o.finish() {

@@ -315,6 +315,7 @@ pub struct ProfilerBuilder {
     outputs: Vec<Box<dyn Output>>,
     queue: QueueSize,
     cmdline: Vec<String>,
+    off_cpu: bool,
 }
 
 impl std::fmt::Debug for dyn Output {
@@ -382,6 +383,17 @@ impl ProfilerBuilder {
         self
     }
 
+    /// Also samples where each thread of the target blocks, weighted by how long it
+    /// is off the CPU ([`offcpu`](crate::offcpu)): a `context-switches` counter beside
+    /// the events, and stacks for all (frame pointers unless a call graph is given). With a
+    /// `cpu-clock` or `task-clock` event the profile then shows running and waiting
+    /// time in one unit, nanoseconds. [`start`](Self::start) fails with the cause and
+    /// the fix where this user may not sample the kernel, where the switch happens.
+    pub fn off_cpu(mut self, yes: bool) -> Self {
+        self.off_cpu = yes;
+        self
+    }
+
     /// The bound of the writer's queue (default 64 MiB).
     pub fn queue(mut self, size: QueueSize) -> Self {
         self.queue = size;
@@ -439,6 +451,11 @@ impl ProfilerBuilder {
     /// a command spawned before the error is killed.
     pub fn start(mut self) -> Result<Profiler> {
         self.resolve_events()?;
+        if self.off_cpu {
+            crate::offcpu::check_allowed()?;
+            // Waiting and running side by side need the same frames on both sides.
+            self.policy.call_graph.get_or_insert(CallGraph::Fp);
+        }
         let resolver = self.resolver.take().expect("resolved above");
         let resolved = Resolved {
             target: resolver.target(self.target),
@@ -454,7 +471,7 @@ impl ProfilerBuilder {
             }
             _ => Existing::Everything,
         };
-        let n = resolved.events.len();
+        let n = resolved.events.len() + usize::from(self.off_cpu);
         let pages = self.pages.unwrap_or(match self.policy.wakeup {
             Wakeup::HalfRing => 256,
             Wakeup::EverySample => 64,
@@ -479,6 +496,16 @@ impl ProfilerBuilder {
                 Wakeup::EverySample => b.wakeup_events(1),
             };
             setup = setup.event(b);
+        }
+        if self.off_cpu {
+            let event = Event::parse(crate::offcpu::EVENT)?;
+            let b = crate::offcpu::configure(self.policy.builder(event, n));
+            setup = setup.event(match self.policy.wakeup {
+                Wakeup::HalfRing => {
+                    b.wakeup_watermark((pages * crate::ring::page_size() / 2) as u32)
+                }
+                Wakeup::EverySample => b.wakeup_events(1),
+            });
         }
         if let Some(n) = self.budget {
             setup = setup.budget(n);
@@ -580,6 +607,7 @@ impl Profiler {
             outputs: Vec::new(),
             queue: QueueSize::default(),
             cmdline: std::env::args().collect(),
+            off_cpu: false,
         }
     }
 

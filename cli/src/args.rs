@@ -29,6 +29,23 @@ pub enum Command {
     Inject(InjectArgs),
     /// `perfring record -e EVENT… [-g] [-o FILE] [--format F] (target as watch)`.
     Record(RecordArgs),
+    /// `perfring report [-i FILE] [--sort KEY] [--no-children] [--format F -o FILE]`.
+    Report(ReportArgs),
+}
+
+/// `perfring report`'s flags.
+#[derive(Debug, Clone)]
+pub struct ReportArgs {
+    /// `-i FILE` (or the one argument): the perf.data to read (default `perf.data`).
+    pub input: std::path::PathBuf,
+    /// `--sort symbol|dso|comm|tid`.
+    pub sort: perfring::report::SortKey,
+    /// `--children` / `--no-children`; by default children when the samples have stacks.
+    pub children: Option<bool>,
+    /// `--format F`: convert instead of printing the table.
+    pub format: Option<OutputFormat>,
+    /// `-o FILE` for `--format` (default the format's usual name; `-` for stdout).
+    pub output: Option<std::path::PathBuf>,
 }
 
 /// `perfring record`'s flags: `watch`'s target, event and sampling flags (in
@@ -48,6 +65,8 @@ pub struct RecordArgs {
     /// `--exact-periods`: one period per thread (each new thread held until it has a
     /// counter and ring of its own) instead of per-CPU rings.
     pub exact_periods: bool,
+    /// `--off-cpu`: also sample where threads block, weighted by the time they wait.
+    pub off_cpu: bool,
 }
 
 /// What `record` writes.
@@ -58,6 +77,40 @@ pub enum OutputFormat {
     Perf,
     /// Gzipped pprof, for `go tool pprof`, Pyroscope and Parca.
     Pprof,
+    /// An interactive flame graph (SVG).
+    Svg,
+    /// Folded stacks, one a line (inferno's and flamegraph.pl's input).
+    Folded,
+    /// The Firefox Profiler's processed format (JSON).
+    Firefox,
+}
+
+impl OutputFormat {
+    /// The names `--format` takes.
+    pub const NAMES: &'static str = "perf, pprof, svg, folded or firefox";
+
+    /// The format named `s`.
+    pub fn from_name(s: &str) -> Option<OutputFormat> {
+        Some(match s {
+            "perf" | "perf.data" => OutputFormat::Perf,
+            "pprof" => OutputFormat::Pprof,
+            "svg" | "flamegraph" => OutputFormat::Svg,
+            "folded" | "collapsed" => OutputFormat::Folded,
+            "firefox" | "gecko" => OutputFormat::Firefox,
+            _ => return None,
+        })
+    }
+
+    /// The file written when `-o` is not given.
+    pub fn default_path(self) -> &'static str {
+        match self {
+            OutputFormat::Perf => "perf.data",
+            OutputFormat::Pprof => "profile.pb.gz",
+            OutputFormat::Svg => "flamegraph.svg",
+            OutputFormat::Folded => "stacks.folded",
+            OutputFormat::Firefox => "profile.json",
+        }
+    }
 }
 
 /// `perfring inject`'s flags: the injector's configuration and the command.
@@ -239,6 +292,7 @@ pub enum Topic {
     Watch,
     Inject,
     Record,
+    Report,
 }
 
 /// A command-line item, owned (lexopt's [`Arg`] borrows the parser).
@@ -454,8 +508,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, Failur
         "watch" => parse_watch(&mut p),
         "inject" => parse_inject(&mut p),
         "record" => parse_record(&mut p),
+        "report" => parse_report(&mut p),
         other => Err(usage(format!(
-            "unknown command '{other}'; the commands are doctor, explain, stat, watch, record, inject and help"
+            "unknown command '{other}'; the commands are doctor, explain, stat, watch, record, report, inject and help"
         ))),
     }
 }
@@ -823,15 +878,8 @@ fn parse_record(p: &mut Parser) -> Result<Command, Failure> {
                     .map_err(|_| usage("-o needs a file name (or - for stdout)"))?;
                 r.output = Some(v.into());
             }
-            (_, "format") => {
-                r.format = match string(p, "--format")?.as_str() {
-                    "perf" | "perf.data" => OutputFormat::Perf,
-                    "pprof" => OutputFormat::Pprof,
-                    other => {
-                        return Err(usage(format!("--format {other:?}: expected perf or pprof")))
-                    }
-                }
-            }
+            (_, "format") => r.format = format(p)?,
+            (_, "off-cpu") => r.off_cpu = true,
             (Flag::Short('g'), _) => r.call_graph = Some(perfring::unwind::CallGraph::Fp),
             (_, "call-graph") => {
                 let mode = string(p, "--call-graph")?;
@@ -861,6 +909,71 @@ fn parse_record(p: &mut Parser) -> Result<Command, Failure> {
     Ok(Command::Record(r))
 }
 
+/// `--format F`'s value.
+fn format(p: &mut Parser) -> Result<OutputFormat, Failure> {
+    let f = string(p, "--format")?;
+    OutputFormat::from_name(&f)
+        .ok_or_else(|| usage(format!("--format {f:?}: expected {}", OutputFormat::NAMES)))
+}
+
+fn parse_report(p: &mut Parser) -> Result<Command, Failure> {
+    let mut r = ReportArgs {
+        input: "perf.data".into(),
+        sort: perfring::report::SortKey::Symbol,
+        children: None,
+        format: None,
+        output: None,
+    };
+    let mut input = None;
+    while let Some(flag) = next(p)? {
+        let long = match &flag {
+            Flag::Long(l) => l.as_str(),
+            _ => "",
+        };
+        match (&flag, long) {
+            (Flag::Short('i'), _) | (_, "input") => {
+                let v = p.value().map_err(|_| usage("-i needs a file name"))?;
+                input = Some(v.into());
+            }
+            (Flag::Value(v), _) if input.is_none() => input = Some(v.into()),
+            (_, "sort") | (Flag::Short('s'), _) => {
+                let s = string(p, "--sort")?;
+                r.sort = s.parse().map_err(|_| {
+                    usage(format!("--sort {s:?}: expected symbol, dso, comm or tid"))
+                })?;
+            }
+            (_, "children") => r.children = Some(true),
+            (_, "no-children") => r.children = Some(false),
+            // perf report's spelling of the text table, the only one there is.
+            (_, "stdio") => {}
+            (_, "format") => r.format = Some(format(p)?),
+            (Flag::Short('o'), _) | (_, "output") => {
+                let v = p
+                    .value()
+                    .map_err(|_| usage("-o needs a file name (or - for stdout)"))?;
+                r.output = Some(v.into());
+            }
+            (f, _) if is_help(f) => return Ok(Command::Help(Topic::Report)),
+            (other, _) => return Err(unknown("report", other)),
+        }
+    }
+    if let Some(i) = input {
+        r.input = i;
+    }
+    if r.output.is_some() && r.format.is_none() {
+        return Err(usage(
+            "report: -o goes with --format (svg, folded, firefox, pprof or perf); the table goes to stdout",
+        ));
+    }
+    let stdout = r.output.as_deref() == Some(std::path::Path::new("-"));
+    if stdout && r.format == Some(OutputFormat::Perf) {
+        return Err(usage(
+            "report: perf.data cannot go to stdout (its header is rewritten at the end); give -o FILE",
+        ));
+    }
+    Ok(Command::Report(r))
+}
+
 /// A number that must be at least 1.
 fn positive<T: TryFrom<u64>>(p: &mut Parser, flag: &str) -> Result<T, Failure> {
     let n: u64 = number(p, flag)?;
@@ -878,8 +991,9 @@ fn topic(name: &str) -> Result<Topic, Failure> {
         "watch" => Ok(Topic::Watch),
         "inject" => Ok(Topic::Inject),
         "record" => Ok(Topic::Record),
+        "report" => Ok(Topic::Report),
         other => Err(usage(format!(
-            "no help for '{other}'; the commands are doctor, explain, stat, watch, record and inject"
+            "no help for '{other}'; the commands are doctor, explain, stat, watch, record, report and inject"
         ))),
     }
 }

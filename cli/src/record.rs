@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use perfring::console::Interrupts;
-use perfring::output::{self, PerfData, Pprof};
+use perfring::output;
 use perfring::profiler::{End, Flow, Report};
 
-use crate::args::{OutputFormat, RecordArgs};
+use crate::args::RecordArgs;
 use crate::Failure;
 
 /// How often the loop wakes without records, to notice the target's end and Ctrl-C.
@@ -17,27 +17,25 @@ const TICK: Duration = Duration::from_millis(100);
 /// Runs `record` to the end; returns the command's exit code, if it is to be ours.
 pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
     let w = &args.sampling;
-    let path = args.output.clone().unwrap_or_else(|| {
-        PathBuf::from(match args.format {
-            OutputFormat::Perf => "perf.data",
-            OutputFormat::Pprof => "profile.pb.gz",
-        })
-    });
+    let path = args
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(args.format.default_path()));
     let mut setup = w.session(args.call_graph, "recording")?;
     // By default inherited counters write one ring per CPU, as perf record does: a
     // thread's period restarts on each CPU. --exact-periods keeps one period per
     // thread (exact N/P, as watch does); what it cannot deliver is written as LOST.
-    setup = setup.exact_periods(args.exact_periods);
+    setup = setup
+        .exact_periods(args.exact_periods)
+        .off_cpu(args.off_cpu);
+    if args.off_cpu {
+        // Before any file is made: a recording that cannot sample waits is refused.
+        perfring::offcpu::check_allowed().map_err(Failure::Runtime)?;
+    }
     let interrupts = Interrupts::block().map_err(Failure::Runtime)?;
     let started = (Instant::now(), SystemTime::now());
     // The file is created now: a bad path fails before the target runs.
-    setup = match args.format {
-        OutputFormat::Perf => setup.output(PerfData::open(&path).map_err(Failure::Runtime)?),
-        OutputFormat::Pprof if path == Path::new("-") => {
-            setup.output(Pprof::new(std::io::stdout(), "<stdout>"))
-        }
-        OutputFormat::Pprof => setup.output(Pprof::create(&path).map_err(Failure::Runtime)?),
-    };
+    setup = setup.boxed_output(crate::outputs::open(args.format, &path)?);
     let mut profiler = setup.start().map_err(Failure::Runtime)?;
     crate::args::say_user_only(profiler.user_only());
     let spawned = !w.command.is_empty();
@@ -49,6 +47,7 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
         .unwrap_or_else(|| "perfring".to_string());
 
     let mut interrupted = 0;
+    let mut status = Status::on_terminal(&path, started.0);
     let end: Result<End, Failure> = loop {
         if w.duration.is_some_and(|d| started.0.elapsed() >= d) {
             // A command is ended, as `perf record -- cmd` with a timeout would; a
@@ -61,6 +60,10 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
         }
         if let Err(e) = profiler.poll(Some(TICK), |_| Flow::Continue) {
             break Err(Failure::Runtime(e));
+        }
+        if let Some(s) = &mut status {
+            let stats = profiler.sampler().stats();
+            s.show(profiler.samples(), stats.lost + stats.lost_samples);
         }
         if profiler.failed() {
             break Ok(End::Stopped);
@@ -80,6 +83,9 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
             Err(e) => break Err(Failure::Runtime(e)),
         }
     };
+    if let Some(s) = &mut status {
+        s.clear();
+    }
     let report = profiler.finish(*end.as_ref().unwrap_or(&End::Stopped));
     drop(interrupts);
     let end = end?;
@@ -137,5 +143,52 @@ fn print_report(path: &Path, r: &Report, took: Duration) {
     let undecoded = r.stats.undecoded + r.pipeline.undecoded;
     if undecoded > 0 {
         eprintln!("perfring: {undecoded} records could not be decoded (written as they were)");
+    }
+}
+
+/// How often the status line is redrawn.
+const STATUS_EVERY: Duration = Duration::from_millis(250);
+
+/// The live status line on a terminal's stderr: time, samples, records lost, and the
+/// output's size so far.
+struct Status {
+    path: PathBuf,
+    started: Instant,
+    last: Option<Instant>,
+    shown: bool,
+}
+
+impl Status {
+    /// A status line if stderr is a terminal (a log or a pipe gets none).
+    fn on_terminal(path: &Path, started: Instant) -> Option<Status> {
+        use std::io::IsTerminal;
+        std::io::stderr().is_terminal().then(|| Status {
+            path: path.to_path_buf(),
+            started,
+            last: None,
+            shown: false,
+        })
+    }
+
+    fn show(&mut self, samples: u64, lost: u64) {
+        if self.last.is_some_and(|t| t.elapsed() < STATUS_EVERY) {
+            return;
+        }
+        self.last = Some(Instant::now());
+        // The file as written so far (formats written at the end are 0 until then).
+        let size = std::fs::metadata(&self.path).map_or(0, |m| m.len());
+        eprint!(
+            "\r\x1b[K[{:.1}s, {samples} samples, {lost} lost, {:.1} KiB written]",
+            self.started.elapsed().as_secs_f64(),
+            size as f64 / 1024.0
+        );
+        self.shown = true;
+    }
+
+    fn clear(&mut self) {
+        if self.shown {
+            eprint!("\r\x1b[K");
+            self.shown = false;
+        }
     }
 }

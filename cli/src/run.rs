@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::fmt;
 
 use crate::args::{Command, Topic};
-use crate::{doctor, explain, inject, record, stat, watch};
+use crate::{doctor, explain, inject, record, report, stat, watch};
 
 /// Why the command failed; `main` turns each kind into an exit code.
 #[derive(Debug)]
@@ -100,6 +100,7 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> Result<Done, Failure> {
             text: String::new(),
             child_exit: record::run(&args)?,
         },
+        Command::Report(args) => report::run(&args)?.into(),
         Command::Stat(args) => {
             let report = stat::run(&args)?;
             Done {
@@ -124,6 +125,7 @@ pub fn help(topic: Topic) -> &'static str {
         Topic::Watch => WATCH_HELP,
         Topic::Inject => INJECT_HELP,
         Topic::Record => RECORD_HELP,
+        Topic::Report => REPORT_HELP,
     }
 }
 
@@ -138,7 +140,10 @@ Commands:
   stat      Count events over a command's run, or a running process, like perf stat
   watch     Print each overflow of a counter as it happens, or each time a
             rate or ratio crosses a threshold (--when), and act on it
-  record    Write samples to perf.data (perf report) or pprof (go tool pprof)
+  record    Write samples to perf.data (perf report), pprof (go tool pprof), a
+            flame graph (SVG), folded stacks or the Firefox Profiler's format
+  report    Print a perf.data's top functions, as perf report --stdio, or
+            convert it to any of record's formats
   inject    Act on every overflow from inside an unmodified program (LD_PRELOAD)
   help      Print this text, or a command's (perfring help explain)
 
@@ -424,7 +429,47 @@ Options:
   -C, --cpu CPU         Record a CPU (needs perf_event_paranoid <= 0 or root)
   -h, --help            Print help
 
+Pictures and viewers (these flags in their own block):
+      --format svg|folded|firefox
+                        svg: an interactive flame graph (default flamegraph.svg);
+                        folded: one stack a line, for inferno/flamegraph.pl or
+                        Pyroscope (stacks.folded); firefox: the Firefox Profiler's
+                        format, open at profiler.firefox.com (profile.json)
+      --off-cpu         Also sample where each thread blocks (context switches with
+                        stacks), weighted by how long it waits: with cpu-clock (the
+                        default) running and waiting time show side by side, in ns;
+                        waits end in an [off-cpu] frame. Needs perf_event_paranoid
+                        <= 1 or CAP_PERFMON (the switch happens in the kernel)
+On a terminal, a status line shows the time, samples, records lost and the file's
+size as the recording goes.
+
 Exit status: the command's (128 + N if killed by signal N); 0 with -p/-t/-C;
 1 when recording failed (the file then holds what was written before: a full
 disk or a closed pipe is named with its fix); 2 on a usage error.
+";
+
+const REPORT_HELP: &str = "\
+Read a perf.data back - perfring's own or perf record's - and print its top
+functions as perf report --stdio does, or convert it to another format. The
+records are replayed through the same unwinder and symbolizer as a recording; the
+programs and libraries are read where the recording mapped them.
+
+Usage: perfring report [-i FILE | FILE] [--sort symbol|dso|comm|tid] [--no-children]
+       perfring report [-i FILE | FILE] --format perf|pprof|svg|folded|firefox [-o OUT]
+
+Options:
+  -i, --input FILE      The perf.data to read (default perf.data)
+  -s, --sort KEY        Rows by symbol (default), dso, comm or tid
+      --children        Self and children columns (default with call stacks)
+      --no-children     Self only, ordered by it
+      --stdio           Accepted for perf report's sake (the table is text)
+      --format F        Write F instead of the table: perf, pprof, svg (flame
+                        graph), folded or firefox
+  -o, --output OUT      Where --format writes (default its usual name; - is
+                        stdout, except for perf.data)
+  -h, --help            Print help
+
+A file cut short is read up to its last whole record; stderr says how far.
+Exit status: 0; 1 when the file cannot be read (the offset and what was expected
+there are named); 2 on a usage error.
 ";

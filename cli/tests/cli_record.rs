@@ -356,9 +356,9 @@ fn usage_errors_name_the_fix() {
         "{}",
         util::stderr(&out)
     );
-    let out = record(&dir, &["--format", "svg", "--", "true"]);
+    let out = record(&dir, &["--format", "gif", "--", "true"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(util::stderr(&out).contains("perf or pprof"));
+    assert!(util::stderr(&out).contains("perf, pprof, svg, folded or firefox"));
     let out = record(&dir, &["-e", "cpu-clock"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(util::stderr(&out).contains("nothing to record"));

@@ -64,6 +64,14 @@ pub struct SampleRef<'a> {
     pub thread_name: Option<&'a str>,
     /// The process's address space as of this sample.
     pub process: Option<&'a ProcessSpace>,
+    /// What the sample stands for, in the event's unit: its period (the event's fixed
+    /// one, or the one the sample carries under a frequency), or for an off-CPU
+    /// sample the nanoseconds its thread was off the CPU.
+    pub weight: u64,
+    /// An off-CPU sample ([`offcpu`](crate::offcpu)): the stack where the thread
+    /// blocked, weighted by the time it waited. Outputs mark it
+    /// ([`offcpu::MARKER`](crate::offcpu::MARKER)).
+    pub off_cpu: bool,
 }
 
 /// A consumer of a recording: a file format, a printer, an embedder's own.
@@ -97,7 +105,10 @@ pub trait Output: Send {
     fn sample(&mut self, sample: &SampleRef<'_>) -> Result<()>;
 
     /// One record that is not a sample (`MMAP2`, `COMM`, `LOST`, ...), decoded;
-    /// `event` is `None` for the tracking counter's and synthesized records.
+    /// `event` is `None` for the tracking counter's and synthesized records. An
+    /// off-CPU sample ([`SampleRef::off_cpu`]) also comes here first, at its time and
+    /// as the ring held it, for outputs that copy records; its weighted
+    /// [`sample`](Self::sample) follows when its thread runs again.
     ///
     /// # Errors
     /// A write that failed.

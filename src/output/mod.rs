@@ -7,6 +7,9 @@
 //!   the records as the ring held them (frame-pointer samples with their unwound
 //!   chain), [`Pprof`] aggregates samples by stack and thread and writes a gzipped
 //!   `profile.proto` at the end, [`OverflowLine`] is one sample as a JSON line;
+//! - pictures and viewers: [`FlameGraph`] (an interactive SVG drawn by `inferno`),
+//!   [`Folded`] (its input, one stack a line), [`FirefoxProfile`] (the Firefox
+//!   Profiler's processed format: threads, samples in time, markers);
 //! - the [`Output`] trait they implement, and what they are given ([`Recording`],
 //!   [`SampleRef`]), by a [`Pipeline`](crate::pipeline::Pipeline) that a
 //!   [`Streamer`](crate::stream::Streamer) runs on the writer thread;
@@ -35,6 +38,8 @@
 //! ```
 
 mod feed;
+mod firefox;
+mod folded;
 mod line;
 mod perfdata;
 mod pprof;
@@ -43,6 +48,8 @@ mod push;
 
 pub(crate) use feed::require_events;
 pub use feed::{Output, Recording, SampleRef};
+pub use firefox::FirefoxProfile;
+pub use folded::{FlameGraph, Folded};
 pub use line::{FrameLine, OverflowLine, Tally};
 pub use perfdata::PerfData;
 pub use pprof::{Pprof, PprofSummary};

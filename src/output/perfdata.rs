@@ -799,6 +799,10 @@ impl crate::output::Output for PerfData {
     }
 
     fn sample(&mut self, s: &crate::output::SampleRef<'_>) -> Result<()> {
+        if s.off_cpu {
+            // Written at its time, as a record (below); this is its weighted copy.
+            return Ok(());
+        }
         if !self.rechain.get(s.event).copied().unwrap_or(false) {
             return self.queue(s.bytes);
         }
@@ -865,11 +869,17 @@ impl crate::output::Output for PerfData {
 /// Whether an event's samples carry a frame-pointer chain plus the registers and stack
 /// the unwinder's first frame needs (what [`CallGraph::Fp`](crate::unwind::CallGraph)
 /// configures), which perf.data gets rewritten.
+///
+/// Not an off-CPU counter's: its samples reach the file before they are unwound (as
+/// records, at their time, see [`Output::record`](crate::output::Output::record)), so
+/// they keep their registers and stack for a reader to decide the first frame.
 fn rechained(attr: &sys::perf_event_attr) -> bool {
     let need = u64::from(
         sys::PERF_SAMPLE_CALLCHAIN | sys::PERF_SAMPLE_REGS_USER | sys::PERF_SAMPLE_STACK_USER,
     );
-    attr.sample_type & need == need && attr.exclude_callchain_user() == 0
+    attr.sample_type & need == need
+        && attr.exclude_callchain_user() == 0
+        && !crate::offcpu::is_off_cpu(attr)
 }
 
 /// A callchain with its context markers, from unwound frames.

@@ -388,18 +388,29 @@ impl Output for Pprof {
             // The first process's program, if the recording did not name one.
             self.program = s.process.and_then(|p| p.exe()).map(|e| e.to_path_buf());
         }
-        let attr = s.info.attr();
-        let period = if attr.freq() == 0 {
-            crate::counter::sample_period(attr)
-        } else {
-            s.sample.period().unwrap_or(1)
-        };
+        // The period (or an off-CPU sample's time away), as the pipeline weighs it.
+        let period = s.weight;
         if let Some(p) = self.periods.get_mut(s.event) {
             p.0 = p.0.saturating_add(period);
             p.1 += 1;
         }
         let mut stack = std::mem::take(&mut self.stack);
         stack.clear();
+        if s.off_cpu {
+            // Waiting time ends in a frame of its own, under the stack that blocked.
+            let marker = Frame {
+                ip: u64::MAX,
+                sym: Some(crate::offcpu::MARKER.to_string()),
+                off: None,
+                file: None,
+                line: None,
+                inlined: false,
+                dso: None,
+                mapping: None,
+                kernel: true,
+            };
+            stack.push(self.location(s.pid, std::slice::from_ref(&marker)));
+        }
         // One location per raw frame: its inlined frames, then the function.
         let mut first = 0;
         for (i, f) in s.frames.iter().enumerate() {
@@ -470,7 +481,10 @@ fn same_file(a: &Path, b: &Path) -> bool {
 
 /// The pprof (type, unit) of an event's period: CPU time for the clock events.
 fn value_type(event: &EventInfo) -> (String, &'static str) {
-    if event.counts_cpu_time() {
+    if crate::offcpu::is_off_cpu(event.attr()) {
+        // Weighted by the time away (`SampleRef::weight`).
+        ("off_cpu".to_string(), "nanoseconds")
+    } else if event.counts_cpu_time() {
         ("cpu".to_string(), "nanoseconds")
     } else {
         (event.name().to_string(), "count")
