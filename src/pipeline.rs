@@ -102,6 +102,11 @@ pub struct Pipeline {
     stats: PipelineStats,
     started: bool,
     finished: bool,
+    /// Forget exited processes and threads a round after their `EXIT`.
+    forget: bool,
+    /// `EXIT`s of this round and of the round before: (pid, tid).
+    exiting: Vec<(u32, u32)>,
+    exited: Vec<(u32, u32)>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -151,6 +156,9 @@ impl Pipeline {
             stats: PipelineStats::default(),
             started: false,
             finished: false,
+            forget: false,
+            exiting: Vec::new(),
+            exited: Vec::new(),
         })
     }
 
@@ -192,6 +200,15 @@ impl Pipeline {
     /// thread it runs on: reading `/proc/kallsyms` takes a while).
     pub fn existing(mut self, existing: Existing) -> Pipeline {
         self.existing = existing;
+        self
+    }
+
+    /// Whether a process's map (and unwinding state) and a thread's name are dropped
+    /// once its `EXIT` is a round behind, when no sample of it can still come: memory
+    /// stays flat in a recording of hours over processes that come and go (`perfring
+    /// record --every`). Off by default: a file's samples are named however late.
+    pub fn forget_exited(mut self, yes: bool) -> Pipeline {
+        self.forget = yes;
         self
     }
 
@@ -321,6 +338,19 @@ impl Pipeline {
                 o.end_round()?;
             }
         }
+        if self.forget {
+            // A round after its EXIT: samples drained later than the EXIT but stamped
+            // before it (from a ring drained earlier in the pass) have come.
+            for (pid, tid) in std::mem::take(&mut self.exited) {
+                self.spaces.forget_thread(tid);
+                if pid == tid {
+                    self.spaces.forget(pid);
+                    self.unwinder.forget(pid);
+                    self.tried_proc.remove(&pid);
+                }
+            }
+            std::mem::swap(&mut self.exited, &mut self.exiting);
+        }
         order.clear();
         self.order = order;
         self.round = round;
@@ -344,6 +374,9 @@ impl Pipeline {
             return self.sample(event as usize, s, bytes);
         }
         self.spaces.observe(&record);
+        if let (true, RecordKind::Exit(t)) = (self.forget, record.kind()) {
+            self.exiting.push((t.pid, t.tid));
+        }
         self.stats.records += 1;
         let event = index.then_some(event as usize);
         for o in &mut self.outputs {
@@ -384,6 +417,19 @@ impl Pipeline {
         self.stats.samples += 1;
         for o in &mut self.outputs {
             o.sample(&r)?;
+        }
+        Ok(())
+    }
+
+    /// Tells every output that every record stamped before `time` has been given
+    /// ([`Output::progress`]).
+    ///
+    /// # Errors
+    /// The first output's error.
+    pub fn progress(&mut self, time: u64) -> Result<()> {
+        self.start()?;
+        for o in &mut self.outputs {
+            o.progress(time)?;
         }
         Ok(())
     }
@@ -436,6 +482,11 @@ impl Sink for Pipeline {
             if event == NO_EVENT {
                 if rec.len() >= 8 && rec[..4] == FINISHED_ROUND.to_ne_bytes() {
                     self.end_round()?;
+                    // A round that says when its drain began (Streamer::end_round_at).
+                    if let Some(time) = rec.get(8..16) {
+                        let time = u64::from_ne_bytes(time.try_into().expect("8 bytes"));
+                        self.progress(time)?;
+                    }
                 }
                 continue;
             }
