@@ -43,11 +43,14 @@ pub struct RecordArgs {
     pub format: OutputFormat,
     /// `-g` (frame pointers) or `--call-graph fp|dwarf[,BYTES]`.
     pub call_graph: Option<perfring::unwind::CallGraph>,
-    /// `--push URL`: send the pprof profile to Pyroscope's `/ingest` afterwards.
-    pub push: Option<String>,
+    /// `--push URL` and its companions (`--every`, `--push-*`): the profile store
+    /// (boxed: most recordings push nowhere).
+    pub push: Box<PushArgs>,
     /// `--exact-periods`: one period per thread (an anchor ring per event) instead of
     /// per-CPU rings.
     pub exact_periods: bool,
+    /// Whether `--format` was given (`--push` then requires pprof, not silently).
+    pub format_given: bool,
 }
 
 /// What `record` writes.
@@ -776,6 +779,7 @@ fn parse_record(p: &mut Parser) -> Result<Command, Failure> {
                 r.output = Some(v.into());
             }
             (_, "format") => {
+                r.format_given = true;
                 r.format = match string(p, "--format")?.as_str() {
                     "perf" | "perf.data" => OutputFormat::Perf,
                     "pprof" => OutputFormat::Pprof,
@@ -789,28 +793,195 @@ fn parse_record(p: &mut Parser) -> Result<Command, Failure> {
                 let mode = string(p, "--call-graph")?;
                 r.call_graph = Some(mode.parse().map_err(Failure::Input)?);
             }
-            (_, "push") => r.push = Some(string(p, "--push")?),
             (_, "exact-periods") => r.exact_periods = true,
+            (f, _) if take_push(f, p, &mut r.push)? => {}
             (f, _) if is_help(f) => return Ok(Command::Help(Topic::Record)),
             (other, _) => return Err(unknown("record", other)),
         }
     }
     check_sampling(&r.sampling, "record")?;
-    if r.push.is_some() {
-        r.format = OutputFormat::Pprof;
-    }
+    check_push(&mut r)?;
     let stdout = r.output.as_deref() == Some(std::path::Path::new("-"));
     if stdout && r.format == OutputFormat::Perf {
         return Err(usage(
             "record: perf.data cannot go to stdout (its header is rewritten at the end); give -o FILE, or --format pprof",
         ));
     }
-    if stdout && r.push.is_some() {
+    Ok(Command::Record(r))
+}
+
+/// `perfring record --push URL`'s flags: where the profiles go, how often, and how to be
+/// let in. Credentials are not flags: they come from the environment or a file.
+#[derive(Debug, Default, Clone)]
+pub struct PushArgs {
+    /// `--push URL`.
+    pub url: Option<String>,
+    /// `--every DURATION`: a profile per interval (agent mode); else one at the end.
+    pub every: Option<std::time::Duration>,
+    /// `--push-protocol pyroscope|pyroscope-ingest|parca`.
+    pub protocol: perfring::push::Protocol,
+    /// `--push-ca FILE`, repeatable: CAs trusted beside the system's.
+    pub ca: Vec<std::path::PathBuf>,
+    /// `--push-user USER`: basic authentication (the password from
+    /// `$PERFRING_PUSH_PASSWORD` or `--push-password-file`).
+    pub user: Option<String>,
+    /// `--push-password-file FILE`.
+    pub password_file: Option<std::path::PathBuf>,
+    /// `--push-token-file FILE`: a bearer token (else `$PERFRING_PUSH_TOKEN`).
+    pub token_file: Option<std::path::PathBuf>,
+    /// `--push-tenant ID`: `X-Scope-OrgID`.
+    pub tenant: Option<String>,
+    /// `--push-header 'NAME: VALUE'`, repeatable.
+    pub headers: Vec<(String, String)>,
+    /// `--push-label KEY=VALUE`, repeatable.
+    pub labels: Vec<(String, String)>,
+    /// `--push-service NAME`: `service_name` (default: the target's program).
+    pub service: Option<String>,
+    /// `--push-timeout DURATION`: one request's limit.
+    pub timeout: Option<std::time::Duration>,
+    /// `--push-queue N`: profiles kept while the store is slow or down.
+    pub queue: Option<usize>,
+}
+
+/// Takes one of `record`'s push flags: true if `flag` was one.
+fn take_push(flag: &Flag, p: &mut Parser, a: &mut PushArgs) -> Result<bool, Failure> {
+    let Flag::Long(long) = flag else {
+        return Ok(false);
+    };
+    match long.as_str() {
+        "push" => a.url = Some(string(p, "--push")?),
+        "every" => {
+            let s = string(p, "--every")?;
+            // Minutes too: an agent's interval is seconds to minutes.
+            a.every = Some(
+                match s.strip_suffix("min").or_else(|| s.strip_suffix('m')) {
+                    Some(n) if !s.ends_with("ms") => match n.parse::<f64>() {
+                        Ok(v) if v > 0.0 && v.is_finite() => {
+                            std::time::Duration::from_secs_f64(v * 60.0)
+                        }
+                        _ => {
+                            return Err(usage(format!(
+                                "--every {s:?}: expected a positive duration, e.g. 15s, 1m"
+                            )))
+                        }
+                    },
+                    _ => parse_duration(&s, "--every")?,
+                },
+            );
+        }
+        "push-protocol" => {
+            a.protocol = string(p, "--push-protocol")?
+                .parse()
+                .map_err(Failure::Input)?;
+        }
+        "push-ca" => a.ca.push(
+            p.value()
+                .map_err(|_| usage("--push-ca needs a PEM file"))?
+                .into(),
+        ),
+        "push-user" => a.user = Some(string(p, "--push-user")?),
+        "push-password-file" => {
+            a.password_file = Some(
+                p.value()
+                    .map_err(|_| usage("--push-password-file needs a file"))?
+                    .into(),
+            )
+        }
+        "push-token-file" => {
+            a.token_file = Some(
+                p.value()
+                    .map_err(|_| usage("--push-token-file needs a file"))?
+                    .into(),
+            )
+        }
+        "push-password" | "push-token" | "push-key" | "push-api-key" => {
+            // The value is not read, let alone echoed: it would be in `ps` already.
+            return Err(usage(format!(
+                "--{long}: credentials are not taken on the command line, where any user can read them in the process list; \
+                 put the password in $PERFRING_PUSH_PASSWORD or a file (--push-password-file FILE) with --push-user USER, \
+                 or a token in $PERFRING_PUSH_TOKEN or a file (--push-token-file FILE)"
+            )));
+        }
+        "push-tenant" => a.tenant = Some(string(p, "--push-tenant")?),
+        "push-header" => {
+            let h = string(p, "--push-header")?;
+            let Some((name, value)) = h.split_once(':') else {
+                return Err(usage("--push-header: expected 'NAME: VALUE'"));
+            };
+            a.headers
+                .push((name.trim().to_string(), value.trim().to_string()));
+        }
+        "push-label" => {
+            let l = string(p, "--push-label")?;
+            let Some((k, v)) = l.split_once('=') else {
+                return Err(usage(format!(
+                    "--push-label {l:?}: expected KEY=VALUE, e.g. env=prod"
+                )));
+            };
+            a.labels.push((k.trim().to_string(), v.trim().to_string()));
+        }
+        "push-service" => a.service = Some(string(p, "--push-service")?),
+        "push-timeout" => a.timeout = Some(duration(p, "--push-timeout")?),
+        "push-queue" => a.queue = Some(positive(p, "--push-queue")?),
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// `--push` sends pprof: an explicit `--format perf` is a conflict, `--every` writes
+/// no file, and every `--push-*` flag needs `--push`. The endpoint (URL, headers,
+/// labels, tenant, service) is checked now, so that a bad one fails before the target
+/// starts.
+fn check_push(r: &mut RecordArgs) -> Result<(), Failure> {
+    let a = &r.push;
+    let Some(url) = &a.url else {
+        let given = a.every.is_some()
+            || !a.ca.is_empty()
+            || a.user.is_some()
+            || a.password_file.is_some()
+            || a.token_file.is_some()
+            || a.tenant.is_some()
+            || !a.headers.is_empty()
+            || !a.labels.is_empty()
+            || a.service.is_some()
+            || a.timeout.is_some()
+            || a.queue.is_some()
+            || a.protocol != perfring::push::Protocol::default();
+        if given {
+            return Err(usage(
+                "record: --every and the --push-* options go with --push URL",
+            ));
+        }
+        return Ok(());
+    };
+    if r.format_given && r.format == OutputFormat::Perf {
         return Err(usage(
-            "record: --push needs the profile in a file: give -o FILE",
+            "record: --push sends a pprof profile, not perf.data: drop --format perf (or drop --push and keep the perf.data file)",
         ));
     }
-    Ok(Command::Record(r))
+    r.format = OutputFormat::Pprof;
+    if a.every.is_some() && r.output.is_some() {
+        return Err(usage(
+            "record: --every pushes a profile per interval and writes no file: drop -o (or drop --every for one profile, pushed and written)",
+        ));
+    }
+    if r.output.as_deref() == Some(std::path::Path::new("-")) {
+        return Err(usage(
+            "record: --push sends the profile itself: -o - (stdout) does not go with it",
+        ));
+    }
+    if a.user.is_none() && a.password_file.is_some() {
+        return Err(usage(
+            "record: --push-password-file goes with --push-user USER",
+        ));
+    }
+    if a.user.is_some() && a.token_file.is_some() {
+        return Err(usage(
+            "record: give one of --push-user (basic authentication) and --push-token-file (bearer token)",
+        ));
+    }
+    crate::push::endpoint(a, url).map_err(Failure::Input)?;
+    Ok(())
 }
 
 /// A number that must be at least 1.

@@ -7,6 +7,7 @@ mod exec;
 mod explain;
 mod inject;
 mod json;
+mod push;
 mod record;
 mod run;
 mod stat;

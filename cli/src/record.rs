@@ -2,10 +2,10 @@
 //! perf.data or pprof. This file picks the flags' meaning, runs the loop, and reports.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use perfring::console::Interrupts;
-use perfring::output::{self, PerfData, Pprof};
+use perfring::output::{PerfData, Pprof};
 use perfring::profiler::{End, Flow, Report};
 
 use crate::args::{OutputFormat, RecordArgs};
@@ -29,9 +29,26 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
     // thread (exact N/P, as watch does); what it cannot deliver is written as LOST.
     setup = setup.exact_periods(args.exact_periods);
     let interrupts = Interrupts::block().map_err(Failure::Runtime)?;
-    let started = (Instant::now(), SystemTime::now());
+    let started = Instant::now();
+    // The store is checked now (URL, certificate, credentials): like a bad path, a
+    // bad store fails before the target runs.
+    let mut agent = match &args.push.url {
+        Some(_) => {
+            let cpu = crate::push::counts_cpu_time(&w.events);
+            let service = crate::push::service_name(w);
+            let agent = crate::push::Agent::connect(&args.push, cpu, &service)?;
+            setup = agent.session(setup);
+            Some(agent)
+        }
+        None => None,
+    };
+    if let Some(agent) = &mut agent {
+        setup = setup.output(agent.output());
+    }
+    let write_file = agent.is_none() || args.output.is_some();
     // The file is created now: a bad path fails before the target runs.
     setup = match args.format {
+        _ if !write_file => setup,
         OutputFormat::Perf => setup.output(PerfData::open(&path).map_err(Failure::Runtime)?),
         OutputFormat::Pprof if path == Path::new("-") => {
             setup.output(Pprof::new(std::io::stdout(), "<stdout>"))
@@ -40,12 +57,6 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
     };
     let mut profiler = setup.start().map_err(Failure::Runtime)?;
     let spawned = !w.command.is_empty();
-    let events = profiler.events().to_vec();
-    let target_name = profiler
-        .program()
-        .and_then(Path::file_name)
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "perfring".to_string());
 
     let mut interrupted = 0;
     let end: Result<End, Failure> = loop {
@@ -54,6 +65,9 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
         }
         if profiler.failed() {
             break Ok(End::Stopped);
+        }
+        if let Some(agent) = &mut agent {
+            agent.poll();
         }
         if let Some(sig) = interrupts.take() {
             interrupted += 1;
@@ -74,20 +88,13 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
     drop(interrupts);
     let end = end?;
     let report = report.map_err(Failure::Runtime)?;
-    print_report(&path, &report, started.0.elapsed());
-    if let Some(url) = &args.push {
-        let bytes = std::fs::read(&path).map_err(|e| {
-            Failure::Runtime(perfring::Error::from_errno(
-                format!("read {} to push it", path.display()),
-                e,
-            ))
-        })?;
-        // Pyroscope names are `application.profile_type`.
-        let clock = events.iter().all(|e| e.counts_cpu_time());
-        let app = format!("{target_name}.{}", if clock { "cpu" } else { "samples" });
-        output::push_pyroscope(url, &app, &bytes, started.1, SystemTime::now())
-            .map_err(Failure::Runtime)?;
-        eprintln!("perfring: pushed {} to {url} as {app}", path.display());
+    let written = match (&args.push.url, write_file) {
+        (Some(url), false) => format!("profiles for {url}"),
+        _ => path.display().to_string(),
+    };
+    print_report(&written, &report, started.elapsed());
+    if let Some(agent) = agent {
+        agent.finish()?;
     }
     Ok(match end {
         End::TargetExited | End::Interrupted => report.exit.map(|s| s.code()),
@@ -96,14 +103,14 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
 }
 
 /// The summary on stderr (stdout may be the profile).
-fn print_report(path: &Path, r: &Report, took: Duration) {
+fn print_report(path: &str, r: &Report, took: Duration) {
     let lost_ring = r.stats.lost + r.stats.lost_samples;
     eprintln!(
         "perfring: {} samples, {} records ({:.1} KiB) written to {} in {:.2}s; lost: {} in the rings, {} in the queue; throttled {} times",
         r.samples,
         r.queue.records,
         r.queue.bytes as f64 / 1024.0,
-        path.display(),
+        path,
         took.as_secs_f64(),
         lost_ring,
         r.queue.lost_records,

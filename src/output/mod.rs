@@ -35,18 +35,20 @@
 //! ```
 
 mod feed;
+mod intervals;
 mod line;
 mod perfdata;
 mod pprof;
 pub(crate) mod proto;
-mod push;
 
 pub(crate) use feed::require_events;
 pub use feed::{Output, Recording, SampleRef};
 pub use line::{FrameLine, OverflowLine, Tally};
 pub use perfdata::PerfData;
 pub use pprof::{Pprof, PprofSummary};
-pub use push::push_pyroscope;
+// A pprof profile per interval of the samples' time, for a long-running profiler
+// (`perfring record --push URL --every 15s`; the store's side is `crate::push`).
+pub use intervals::{CutProfile, IntervalStats, Intervals, IntervalsHandle, DEFAULT_GRACE};
 
 /// One event of a recording (its name, attr and kernel ids): the sampler's.
 pub use crate::sampler::EventInfo;
