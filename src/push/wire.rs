@@ -346,7 +346,21 @@ pub(crate) fn answer(
     match protocol {
         Protocol::Pyroscope => {
             if status == 200 {
-                return ok(status);
+                // Connect answers a unary protobuf call in kind; anything else (a UI's
+                // page, another RPC system) is not Pyroscope's push API.
+                let ctype = header("content-type").unwrap_or_default();
+                if ctype.starts_with("application/proto") {
+                    return ok(status);
+                }
+                return Answer {
+                    status,
+                    code: None,
+                    message: format!(
+                        "the answer is not the push API's (Content-Type {ctype:?}, not application/proto)"
+                    ),
+                    ok: false,
+                    class: Class::Route,
+                };
             }
             // Connect's errors are JSON: {"code": "unavailable", "message": "..."}.
             let code = json_string_field(body, "code");
@@ -642,6 +656,10 @@ mod tests {
         assert_eq!(a.message, "no profiles \"received\"");
         assert_eq!(a.class, Class::Rejected);
         assert!(reached(&a));
+        let a = answer(Protocol::Pyroscope, 200, &none, b"<html>");
+        assert_eq!(a.class, Class::Route);
+        let proto = |h: &str| (h == "content-type").then(|| "application/proto".to_string());
+        assert!(answer(Protocol::Pyroscope, 200, &proto, b"").ok);
         let a = answer(Protocol::Pyroscope, 503, &none, b"upstream down");
         assert_eq!(
             (a.class, a.message.as_str()),
