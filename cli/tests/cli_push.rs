@@ -54,7 +54,22 @@ fn scratch(name: &str) -> PathBuf {
 
 /// `perfring record ARGS` with `env`, its output.
 fn record(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_perfring"));
+    record_as(false, args, env)
+}
+
+/// As [`record`], as the unprivileged user 65534 if `nobody` (and this runs as root),
+/// as a user at perf_event_paranoid=2 would.
+fn record_as(nobody: bool, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut cmd = if nobody && root {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_perfring"));
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_perfring"))
+    };
     cmd.arg("record").args(args);
     cmd.env_remove("PERFRING_PUSH_PASSWORD")
         .env_remove("PERFRING_PUSH_TOKEN");
@@ -250,7 +265,7 @@ fn parca_with_a_token_file_and_ingest_each_get_every_sample_once() {
     let args = |url: &str| -> Vec<String> {
         [
             "-e",
-            "mem:target:x",
+            "mem:target:x:u",
             "-c",
             "10",
             "--exact-periods",
@@ -275,21 +290,30 @@ fn parca_with_a_token_file_and_ingest_each_get_every_sample_once() {
     a.push(token.to_str().unwrap().to_string());
     a.push("--".into());
     a.extend(cmd.map(String::from));
-    let out = record(&a.iter().map(String::as_str).collect::<Vec<_>>(), &[]);
-    let err = util::stderr(&out);
-    assert!(out.status.success(), "{err}");
-    assert!(!text(&out).contains("tok-5ecret"));
-    let s = summary(&err);
-    assert_eq!((s.pushed_samples, s.dropped), (400, 0), "{err}");
-    let received = parca.received();
-    assert_eq!(received.len() as u64, s.pushed);
-    assert_eq!(
-        received.iter().map(|r| r.profile.samples()).sum::<u64>(),
-        400
-    );
-    // Breakpoint hits are not CPU time: not filed as Parca's CPU profiles.
-    assert_eq!(received[0].labels["__name__"], "perfring_samples");
-    check_spans(&received);
+    // As root, then as an unprivileged user (perf_event_paranoid 2 lets a user
+    // sample its own programs' user space; the token file is readable to it).
+    for nobody in [false, true] {
+        let before = parca.received().len();
+        let out = record_as(
+            nobody,
+            &a.iter().map(String::as_str).collect::<Vec<_>>(),
+            &[],
+        );
+        let err = util::stderr(&out);
+        assert!(out.status.success(), "nobody={nobody}: {err}");
+        assert!(!text(&out).contains("tok-5ecret"));
+        let s = summary(&err);
+        assert_eq!((s.pushed_samples, s.dropped), (400, 0), "{err}");
+        let received = parca.received().split_off(before);
+        assert_eq!(received.len() as u64, s.pushed);
+        assert_eq!(
+            received.iter().map(|r| r.profile.samples()).sum::<u64>(),
+            400
+        );
+        // Breakpoint hits are not CPU time: not filed as Parca's CPU profiles.
+        assert_eq!(received[0].labels["__name__"], "perfring_samples");
+        check_spans(&received);
+    }
 
     let ingest = Store::start(Config::new(store::Protocol::Ingest), &dir);
     let mut a = args(&ingest.url);
