@@ -81,8 +81,17 @@ impl IntervalsHandle {
     }
 }
 
-/// The [`Output`] that cuts a pprof profile per interval; see the [module
-/// docs](self).
+/// The [`Output`] that cuts a pprof profile per interval of the samples' time.
+///
+/// A sample belongs to the interval its time falls in, `[origin + k·every, origin +
+/// (k+1)·every)` of the events' clock, the origin being the clock's time at
+/// [`start`](Output::start) (or the first sample's, if the events name no clock). An
+/// interval is cut once no sample of it can still come: when the drain's
+/// [`progress`](Output::progress) passes its end by the [`grace`](Self::grace), or by
+/// perf's rule at a round's end (every sample older than the previous round's newest
+/// has come). A sample that comes after its interval was cut goes to the oldest one
+/// still open and is counted ([`IntervalStats::late`]): no sample is in two profiles,
+/// none in neither. Intervals without samples give no profile.
 ///
 /// # Examples
 /// ```no_run

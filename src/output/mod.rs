@@ -6,7 +6,10 @@
 //!   and named, and the other records, and turn them into a file: [`PerfData`] writes
 //!   the records as the ring held them (frame-pointer samples with their unwound
 //!   chain), [`Pprof`] aggregates samples by stack and thread and writes a gzipped
-//!   `profile.proto` at the end, [`OverflowLine`] is one sample as a JSON line;
+//!   `profile.proto` at the end, [`Intervals`] cuts a [`Pprof`] per interval of the
+//!   samples' time for a profiler that runs for hours (handed on as [`CutProfile`]s,
+//!   e.g. to [`push::Queue`](crate::push::Queue)), [`OverflowLine`] is one sample as a
+//!   JSON line;
 //! - the [`Output`] trait they implement, and what they are given ([`Recording`],
 //!   [`SampleRef`]), by a [`Pipeline`](crate::pipeline::Pipeline) that a
 //!   [`Streamer`](crate::stream::Streamer) runs on the writer thread;
