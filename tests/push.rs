@@ -355,6 +355,14 @@ fn intervals_cut_a_live_recording_into_profiles_whose_samples_add_up() {
     assert_eq!(stats.cut as usize, profiles.len());
     assert!(stats.cut >= 3, "{stats:?}");
     assert_eq!(profiles.iter().map(|p| p.samples).sum::<u64>(), 600);
+    // The profiles are pprof as go tool pprof reads it: all of the first one's
+    // samples are in target.
+    let dir = scratch("push-intervals");
+    std::fs::write(dir.join("first.pb.gz"), &profiles[0].pprof).unwrap();
+    assert_eq!(
+        util::capture::pprof_top(&dir, "first.pb.gz"),
+        [("target".to_string(), profiles[0].samples)]
+    );
     // Each profile holds the samples it says, in order of their intervals,
     // contiguous in wall time.
     let mut prev: Option<CutProfile> = None;
