@@ -1185,6 +1185,41 @@ mod tests {
     }
 
     #[test]
+    fn push_flags_and_their_conflicts() {
+        let Ok(Command::Record(r)) = parse_str(
+            "record --push https://h:4040/p --every 1m --push-protocol parca --push-ca a.pem \
+             --push-tenant t --push-label env=prod --push-header X-A:b --push-timeout 2s \
+             --push-queue 3 --push-service svc -p 9",
+        ) else {
+            panic!("push flags")
+        };
+        let a = &r.push;
+        assert_eq!(a.every, Some(std::time::Duration::from_secs(60)));
+        assert_eq!(a.protocol, perfring::push::Protocol::Parca);
+        assert_eq!((a.queue, a.tenant.as_deref()), (Some(3), Some("t")));
+        assert_eq!(a.headers, [("X-A".to_string(), "b".to_string())]);
+        assert_eq!(r.format, OutputFormat::Pprof);
+        let err = |line: &str| match parse_str(line) {
+            Err(Failure::Usage(msg)) => msg,
+            Err(Failure::Input(e)) => e.to_string(),
+            other => panic!("{line}: {other:?}"),
+        };
+        assert!(err("record --every 5s -p 1").contains("go with --push"));
+        assert!(err("record --push http://h --format perf -p 1").contains("--format perf"));
+        assert!(err("record --push http://h --every 5s -o f -p 1").contains("drop -o"));
+        assert!(err("record --push ftp://h -p 1").contains("http://"));
+        assert!(err("record --push http://h --push-label 1x=y -p 1").contains("label"));
+        let e = err("record --push http://h --push-header Authorization:s3cr3t -p 1");
+        assert!(e.contains("process list") && !e.contains("s3cr3t"), "{e}");
+        let e = err("record --push http://h --push-token s3cr3t -p 1");
+        assert!(
+            e.contains("PERFRING_PUSH_TOKEN") && !e.contains("s3cr3t"),
+            "{e}"
+        );
+        assert!(err("record --push http://h --every 0s -p 1").contains("--every"));
+    }
+
+    #[test]
     fn watch_flags_and_their_conflicts() {
         let Ok(Command::Watch(w)) = parse_str(
             "watch -e mem:target:x -e cpu-clock -c 100 -m 8 --budget 5 --signal usr1 --stop-at 2 --stop-after 3 --json -- prog -c 1",

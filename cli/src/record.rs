@@ -86,16 +86,18 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
     };
     let report = profiler.finish(*end.as_ref().unwrap_or(&End::Stopped));
     drop(interrupts);
+    if let (Ok(_), Ok(report)) = (&end, &report) {
+        let written = match (&args.push.url, write_file) {
+            (Some(url), false) => format!("profiles for {url}"),
+            _ => path.display().to_string(),
+        };
+        print_report(&written, report, started.elapsed());
+    }
+    // The profiles cut are pushed (and accounted for) even if the recording failed.
+    let pushed = agent.map(crate::push::Agent::finish).transpose();
     let end = end?;
     let report = report.map_err(Failure::Runtime)?;
-    let written = match (&args.push.url, write_file) {
-        (Some(url), false) => format!("profiles for {url}"),
-        _ => path.display().to_string(),
-    };
-    print_report(&written, &report, started.elapsed());
-    if let Some(agent) = agent {
-        agent.finish()?;
-    }
+    pushed?;
     Ok(match end {
         End::TargetExited | End::Interrupted => report.exit.map(|s| s.code()),
         _ => None,
