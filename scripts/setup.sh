@@ -10,8 +10,9 @@
 #   golang-go      go tool pprof reads perfring's pprof back
 #   libc6-dbg      libc's internal functions are named from its debug file
 #   pkg-config     the C API's pkg-config file (perfring.pc)
+#   ca-certificates  the system's CAs, which record --push trusts for https:// stores
 set -euo pipefail
-packages=(libclang-dev gcc binutils python3 linux-perf golang-go libc6-dbg pkg-config)
+packages=(libclang-dev gcc binutils python3 linux-perf golang-go libc6-dbg pkg-config ca-certificates)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

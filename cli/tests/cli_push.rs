@@ -517,12 +517,23 @@ fn a_failing_store_loses_nothing_unreported_and_the_agent_memory_stays_flat() {
             std::thread::sleep(d);
         }
     };
-    sleep_until(Duration::from_secs(secs / 4));
-    let rss_quarter = rss_kib(agent.id());
-    let mut samples = vec![(secs / 4, rss_quarter)];
-    for k in 2..=4 {
-        sleep_until(Duration::from_secs(secs * k / 4) - Duration::from_millis(200));
-        samples.push((secs * k / 4, rss_kib(agent.id())));
+    // RSS every twentieth of the run (and at 60 s for a long one); the first quarter's
+    // is the baseline.
+    let mut samples = Vec::new();
+    let mut rss_quarter = 0;
+    let mut points: Vec<u64> = (1..=20).map(|k| secs * 1000 * k / 20).collect();
+    points.push(60_000);
+    points.sort_unstable();
+    points.dedup();
+    for at in points.into_iter().filter(|&ms| ms <= secs * 1000) {
+        let at =
+            Duration::from_millis(at).min(Duration::from_secs(secs) - Duration::from_millis(200));
+        sleep_until(at);
+        let rss = rss_kib(agent.id());
+        samples.push((at.as_secs(), rss));
+        if at <= Duration::from_secs(secs / 4) {
+            rss_quarter = rss;
+        }
     }
     let rss_end = samples.last().unwrap().1;
     // SAFETY: a plain kill(2) of the child this test started.
