@@ -315,14 +315,20 @@ fn parca_with_a_token_file_and_ingest_each_get_every_sample_once() {
         check_spans(&received);
     }
 
+    // Without --every: one profile of the whole run, pushed at the end, and with -o
+    // written too.
     let ingest = Store::start(Config::new(store::Protocol::Ingest), &dir);
+    let file = dir.join("copy.pb.gz");
     let mut a = args(&ingest.url);
+    a.truncate(a.len() - 2);
     a.extend(
         [
             "--push-protocol",
             "pyroscope-ingest",
             "--push-service",
             "svc",
+            "-o",
+            file.to_str().unwrap(),
             "--",
         ]
         .map(String::from),
@@ -332,21 +338,22 @@ fn parca_with_a_token_file_and_ingest_each_get_every_sample_once() {
     let err = util::stderr(&out);
     assert!(out.status.success(), "{err}");
     let s = summary(&err);
-    assert_eq!((s.pushed_samples, s.dropped), (400, 0), "{err}");
-    let received = ingest.received();
-    assert_eq!(received.len() as u64, s.pushed);
     assert_eq!(
-        received.iter().map(|r| r.profile.samples()).sum::<u64>(),
-        400
+        (s.cut, s.pushed, s.pushed_samples, s.dropped),
+        (1, 1, 400, 0),
+        "{err}"
     );
-    for r in &received {
-        assert_eq!(r.query["name"], "svc.samples");
-        let (from, until): (u64, u64) = (
-            r.query["from"].parse().unwrap(),
-            r.query["until"].parse().unwrap(),
-        );
-        assert!(from < until && until - from <= 1, "{:?}", r.query);
-    }
+    let received = ingest.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].profile.samples(), 400);
+    assert_eq!(received[0].query["name"], "svc.samples");
+    let (from, until): (u64, u64) = (
+        received[0].query["from"].parse().unwrap(),
+        received[0].query["until"].parse().unwrap(),
+    );
+    assert!(from < until, "{:?}", received[0].query);
+    let copy = store::pprof::Profile::decode_gz(&std::fs::read(&file).unwrap());
+    assert_eq!(copy.samples(), 400);
 }
 
 /// Runs `record` with `args` on a command that would create a file; asserts it failed

@@ -384,7 +384,8 @@ impl Endpoint {
     ///
     /// # Errors
     /// [`ErrorKind::InvalidArgument`] for a name that is not `[a-zA-Z_][a-zA-Z0-9_.]*`
-    /// (Pyroscope's rule), or an empty value.
+    /// (Prometheus' label names, and the dots of OpenTelemetry's that Pyroscope takes),
+    /// or an empty value.
     pub fn label(mut self, name: impl Into<String>, value: impl Into<String>) -> Result<Endpoint> {
         let (name, value) = (name.into(), value.into());
         check_label_name(&name)?;
