@@ -551,10 +551,9 @@ fn a_failing_store_loses_nothing_unreported_and_the_agent_memory_stays_flat() {
     let err = std::fs::read_to_string(&log).unwrap();
     eprintln!("RSS (s, KiB): {samples:?}\n{err}");
     assert!(status.success(), "{status}: {err}");
-    assert!(
-        err.contains("lost: 0 in the rings, 0 in the queue"),
-        "{err}"
-    );
+    // Records the writer's queue dropped would be samples drained but never cut; the
+    // rings' losses (reported by the kernel, in the summary) are samples never drained.
+    assert!(err.contains(" in the rings, 0 in the queue"), "{err}");
     let s = summary(&err);
     let drained = drained(&err);
     // Every sample drained is in a profile cut, and every profile cut was pushed or
