@@ -12,9 +12,10 @@
 #   pkg-config     the C API's pkg-config file (perfring.pc)
 #   nodejs         a JIT runtime whose perf map the JIT tests name frames from
 #   chromium       the flame graph test opens the SVG in headless Chromium
+#   ca-certificates  the system's CAs, which record --push trusts for https:// stores
 #   util-linux     setpriv (tests as an unprivileged user) and script (a terminal)
 set -euo pipefail
-packages=(libclang-dev gcc binutils python3 linux-perf golang-go libc6-dbg pkg-config nodejs chromium util-linux)
+packages=(libclang-dev gcc binutils python3 linux-perf golang-go libc6-dbg pkg-config nodejs chromium ca-certificates util-linux)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -33,6 +33,8 @@ pub mod proc;
 pub mod process;
 #[cfg(feature = "profile")]
 pub mod profiler;
+#[cfg(feature = "push")]
+pub mod push;
 pub mod records;
 #[cfg(feature = "profile")]
 pub mod report;

@@ -111,6 +111,11 @@ pub struct Pipeline {
     last_time: u64,
     started: bool,
     finished: bool,
+    /// Forget exited processes and threads a round after their `EXIT`.
+    forget: bool,
+    /// `EXIT`s of this round and of the round before: (pid, tid).
+    exiting: Vec<(u32, u32)>,
+    exited: Vec<(u32, u32)>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -167,6 +172,9 @@ impl Pipeline {
             last_time: 0,
             started: false,
             finished: false,
+            forget: false,
+            exiting: Vec::new(),
+            exited: Vec::new(),
         })
     }
 
@@ -224,6 +232,15 @@ impl Pipeline {
             let _ =
                 crate::synth::synthesize_process(pid as u32, &stamp, &mut self.existing_process);
         }
+        self
+    }
+
+    /// Whether a process's map (and unwinding state) and a thread's name are dropped
+    /// once its `EXIT` is a round behind, when no sample of it can still come: memory
+    /// stays flat in a recording of hours over processes that come and go (`perfring
+    /// record --every`). Off by default: a file's samples are named however late.
+    pub fn forget_exited(mut self, yes: bool) -> Pipeline {
+        self.forget = yes;
         self
     }
 
@@ -353,6 +370,19 @@ impl Pipeline {
                 o.end_round()?;
             }
         }
+        if self.forget {
+            // A round after its EXIT: samples drained later than the EXIT but stamped
+            // before it (from a ring drained earlier in the pass) have come.
+            for (pid, tid) in std::mem::take(&mut self.exited) {
+                self.spaces.forget_thread(tid);
+                if pid == tid {
+                    self.spaces.forget(pid);
+                    self.unwinder.forget(pid);
+                    self.tried_proc.remove(&pid);
+                }
+            }
+            std::mem::swap(&mut self.exited, &mut self.exiting);
+        }
         order.clear();
         self.order = order;
         self.round = round;
@@ -404,6 +434,9 @@ impl Pipeline {
             _ => {}
         }
         self.spaces.observe(&record);
+        if let (true, RecordKind::Exit(t)) = (self.forget, record.kind()) {
+            self.exiting.push((t.pid, t.tid));
+        }
         self.stats.records += 1;
         let event = index.then_some(event as usize);
         for o in &mut self.outputs {
@@ -481,6 +514,19 @@ impl Pipeline {
         Ok(())
     }
 
+    /// Tells every output that every record stamped before `time` has been given
+    /// ([`Output::progress`]).
+    ///
+    /// # Errors
+    /// The first output's error.
+    pub fn progress(&mut self, time: u64) -> Result<()> {
+        self.start()?;
+        for o in &mut self.outputs {
+            o.progress(time)?;
+        }
+        Ok(())
+    }
+
     /// Records the queue dropped before they reached the pipeline.
     ///
     /// # Errors
@@ -542,6 +588,11 @@ impl Sink for Pipeline {
             if event == NO_EVENT {
                 if rec.len() >= 8 && rec[..4] == FINISHED_ROUND.to_ne_bytes() {
                     self.end_round()?;
+                    // A round that says when its drain began (Streamer::end_round_at).
+                    if let Some(time) = rec.get(8..16) {
+                        let time = u64::from_ne_bytes(time.try_into().expect("8 bytes"));
+                        self.progress(time)?;
+                    }
                 }
                 continue;
             }

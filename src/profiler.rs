@@ -316,6 +316,9 @@ pub struct ProfilerBuilder {
     queue: QueueSize,
     cmdline: Vec<String>,
     off_cpu: bool,
+    /// How often the drain tells the outputs how far it has come (`progress_every`).
+    progress: Option<Duration>,
+    forget_exited: bool,
 }
 
 impl std::fmt::Debug for dyn Output {
@@ -397,6 +400,24 @@ impl ProfilerBuilder {
     /// The bound of the writer's queue (default 64 MiB).
     pub fn queue(mut self, size: QueueSize) -> Self {
         self.queue = size;
+        self
+    }
+
+    /// At most this often, the draining thread hands what it drained to the writer at
+    /// once, with the time its pass began, and the outputs are told every sample
+    /// stamped before it has come ([`Output::progress`]): an output that cuts by time
+    /// ([`Intervals`](crate::output::Intervals)) then cuts on time even while the
+    /// target is idle. Off by default (records go over in chunks, as they fill).
+    pub fn progress_every(mut self, every: Duration) -> Self {
+        self.progress = Some(every);
+        self
+    }
+
+    /// Drops the address space of a process, and a thread's name, a round after it
+    /// exits ([`Pipeline::forget_exited`]): memory stays flat in a session of hours
+    /// over processes that come and go. Off by default.
+    pub fn forget_exited(mut self, yes: bool) -> Self {
+        self.forget_exited = yes;
         self
     }
 
@@ -516,7 +537,8 @@ impl ProfilerBuilder {
             .cmdline(self.cmdline)
             .program(resolved.program.clone())
             .existing(existing)
-            .read_proc(true);
+            .read_proc(true)
+            .forget_exited(self.forget_exited);
         for o in self.outputs {
             pipeline = pipeline.boxed_output(o);
         }
@@ -537,6 +559,7 @@ impl ProfilerBuilder {
             exact_periods: self.exact_periods,
             wakeup: self.policy.wakeup,
             user_only,
+            progress: self.progress.map(|every| (every, None)),
         })
     }
 }
@@ -586,6 +609,8 @@ pub struct Profiler {
     exact_periods: bool,
     wakeup: Wakeup,
     user_only: Vec<String>,
+    /// `progress_every`'s period, and when the last progress went to the writer.
+    progress: Option<(Duration, Option<std::time::Instant>)>,
 }
 
 impl Profiler {
@@ -608,6 +633,8 @@ impl Profiler {
             queue: QueueSize::default(),
             cmdline: std::env::args().collect(),
             off_cpu: false,
+            progress: None,
+            forget_exited: false,
         }
     }
 
@@ -635,6 +662,12 @@ impl Profiler {
         timeout: Option<Duration>,
         mut each: impl FnMut(&Delivery<'_>) -> Flow,
     ) -> Result<u64> {
+        // Taken before the wait, so before the drain: every sample stamped earlier
+        // is in the rings this pass reads (or a later one, within the grace an output
+        // allows for the kernel's publication).
+        let began = self
+            .progress
+            .map(|_| crate::counter::clock_ns(libc::CLOCK_MONOTONIC));
         let n = {
             let (stream, error, stopped, pushed, tracking) = (
                 &mut self.stream,
@@ -647,6 +680,18 @@ impl Profiler {
                 keep(&d, stream, error, stopped, pushed, tracking, &mut each)
             })?
         };
+        if let (Some(began), Some((every, last))) = (began, &mut self.progress) {
+            let due = last.is_none_or(|t| t.elapsed() >= *every);
+            if due && began > 0 && self.error.is_none() {
+                *last = Some(std::time::Instant::now());
+                if let Some(stream) = &mut self.stream {
+                    if let Err(e) = stream.end_round_at(began) {
+                        self.error = Some(e);
+                    }
+                }
+                return Ok(n);
+            }
+        }
         self.end_round()?;
         Ok(n)
     }

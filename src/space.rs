@@ -359,6 +359,17 @@ impl AddressSpaces {
     pub fn forget_exited(&mut self) {
         self.procs.retain(|_, p| !p.exited);
     }
+
+    /// Drops process `pid`'s map and name (a long recording, once its `EXIT` is far
+    /// enough behind that no sample of it can still come).
+    pub fn forget(&mut self, pid: u32) {
+        self.procs.remove(&pid);
+    }
+
+    /// Drops thread `tid`'s name (once it has exited).
+    pub fn forget_thread(&mut self, tid: u32) {
+        self.threads.remove(&tid);
+    }
 }
 
 /// Where the bytes of `path`, as process `pid` names it in its mappings, can be read.

@@ -299,6 +299,27 @@ impl<S: Sink> Streamer<S> {
         Ok(())
     }
 
+    /// Marks the end of a round whose pass over the rings began at `time` (on the
+    /// events' clock), and hands the chunk over whatever its size: a sink that is a
+    /// [`Pipeline`](crate::pipeline::Pipeline) then tells its outputs that every record
+    /// stamped before `time` has come ([`Output::progress`]), even when no record
+    /// came. The marker is `PERF_RECORD_FINISHED_ROUND` with the time after its header
+    /// (perf reads the size from the header and skips the rest).
+    ///
+    /// [`Output::progress`]: crate::output::Output::progress
+    ///
+    /// # Errors
+    /// As [`push`](Self::push) once the writer has failed.
+    pub fn end_round_at(&mut self, time: u64) -> Result<()> {
+        self.check_failed()?;
+        let mut marker = [0u8; 16];
+        marker[..4].copy_from_slice(&FINISHED_ROUND.to_ne_bytes());
+        marker[6..8].copy_from_slice(&16u16.to_ne_bytes());
+        marker[8..].copy_from_slice(&time.to_ne_bytes());
+        self.chunk.push(NO_EVENT, &marker);
+        self.hand_over(false)
+    }
+
     /// Marks the end of a round, as [`end_round`](Self::end_round), and hands the
     /// chunk over whatever its size (within the queue's bound): for a consumer that
     /// must see every round at once, such as a printer of each overflow.

@@ -396,6 +396,12 @@ impl Unwinder {
         }
     }
 
+    /// Drops process `pid`'s unwinding state (once it has exited); its files' tables
+    /// stay for other processes.
+    pub fn forget(&mut self, pid: u32) {
+        self.procs.remove(&pid);
+    }
+
     /// A sample's frames, innermost first, appended to `out`: kernel frames from its
     /// callchain; user frames from its callchain with the first frame decided by CFI
     /// ([`CallGraph::Fp`]: the chain has a user part and the sample carries registers and

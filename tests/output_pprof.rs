@@ -138,6 +138,7 @@ fn a_write_error_names_the_output_and_the_fix() {
 
 /// Reads one HTTP request (head and `Content-Length` body), answers `status`, and
 /// returns the request.
+#[cfg(feature = "push")]
 fn serve_one(
     listener: std::net::TcpListener,
     status: &'static str,
@@ -171,6 +172,7 @@ fn serve_one(
     })
 }
 
+#[cfg(feature = "push")]
 #[test]
 fn push_sends_the_profile_to_a_pyroscope_ingest_endpoint() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -187,7 +189,12 @@ fn push_sends_the_profile_to_a_pyroscope_ingest_endpoint() {
     empty.finish().unwrap();
     let gz = std::fs::read(&file).unwrap();
     let t0 = std::time::SystemTime::now();
-    perfring::output::push_pyroscope(&url, "demo.cpu{host=a}", &gz, t0, t0).unwrap();
+    let ingest = |url: &str| {
+        use perfring::push::{Endpoint, Protocol, Pusher};
+        let e = Endpoint::new(url, Protocol::PyroscopeIngest).unwrap();
+        Pusher::new(e.service_name("demo").unwrap().label("host", "a").unwrap()).unwrap()
+    };
+    ingest(&url).push(&gz, t0, t0).unwrap();
     let req = server.join().unwrap();
     let text = String::from_utf8_lossy(&req);
     let line = text.lines().next().unwrap();
@@ -207,7 +214,7 @@ fn push_sends_the_profile_to_a_pyroscope_ingest_endpoint() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let server = serve_one(listener, "400 Bad Request");
-    let e = perfring::output::push_pyroscope(&url, "demo", &gz, t0, t0).unwrap_err();
+    let e = ingest(&url).push(&gz, t0, t0).unwrap_err();
     server.join().unwrap();
-    assert!(e.to_string().contains("400 Bad Request"), "{e}");
+    assert!(e.to_string().contains("answered 400: ok"), "{e}");
 }

@@ -60,13 +60,16 @@ pub struct RecordArgs {
     pub format: OutputFormat,
     /// `-g` (frame pointers) or `--call-graph fp|dwarf[,BYTES]`.
     pub call_graph: Option<perfring::unwind::CallGraph>,
-    /// `--push URL`: send the pprof profile to Pyroscope's `/ingest` afterwards.
-    pub push: Option<String>,
+    /// `--push URL` and its companions (`--every`, `--push-*`): the profile store
+    /// (boxed: most recordings push nowhere).
+    pub push: Box<PushArgs>,
     /// `--exact-periods`: one period per thread (each new thread held until it has a
     /// counter and ring of its own) instead of per-CPU rings.
     pub exact_periods: bool,
     /// `--off-cpu`: also sample where threads block, weighted by the time they wait.
     pub off_cpu: bool,
+    /// Whether `--format` was given (`--push` then requires pprof, not silently).
+    pub format_given: bool,
 }
 
 /// What `record` writes.
@@ -878,35 +881,205 @@ fn parse_record(p: &mut Parser) -> Result<Command, Failure> {
                     .map_err(|_| usage("-o needs a file name (or - for stdout)"))?;
                 r.output = Some(v.into());
             }
-            (_, "format") => r.format = format(p)?,
+            (_, "format") => {
+                r.format_given = true;
+                r.format = format(p)?;
+            }
             (_, "off-cpu") => r.off_cpu = true,
             (Flag::Short('g'), _) => r.call_graph = Some(perfring::unwind::CallGraph::Fp),
             (_, "call-graph") => {
                 let mode = string(p, "--call-graph")?;
                 r.call_graph = Some(mode.parse().map_err(Failure::Input)?);
             }
-            (_, "push") => r.push = Some(string(p, "--push")?),
             (_, "exact-periods") => r.exact_periods = true,
+            (f, _) if take_push(f, p, &mut r.push)? => {}
             (f, _) if is_help(f) => return Ok(Command::Help(Topic::Record)),
             (other, _) => return Err(unknown("record", other)),
         }
     }
     check_sampling(&r.sampling, "record")?;
-    if r.push.is_some() {
-        r.format = OutputFormat::Pprof;
-    }
+    check_push(&mut r)?;
     let stdout = r.output.as_deref() == Some(std::path::Path::new("-"));
     if stdout && r.format == OutputFormat::Perf {
         return Err(usage(
             "record: perf.data cannot go to stdout (its header is rewritten at the end); give -o FILE, or --format pprof",
         ));
     }
-    if stdout && r.push.is_some() {
+    Ok(Command::Record(r))
+}
+
+/// `perfring record --push URL`'s flags: where the profiles go, how often, and how to be
+/// let in. Credentials are not flags: they come from the environment or a file.
+#[derive(Debug, Default, Clone)]
+pub struct PushArgs {
+    /// `--push URL`.
+    pub url: Option<String>,
+    /// `--every DURATION`: a profile per interval (agent mode); else one at the end.
+    pub every: Option<std::time::Duration>,
+    /// `--push-protocol pyroscope|pyroscope-ingest|parca`.
+    pub protocol: perfring::push::Protocol,
+    /// `--push-ca FILE`, repeatable: CAs trusted beside the system's.
+    pub ca: Vec<std::path::PathBuf>,
+    /// `--push-user USER`: basic authentication (the password from
+    /// `$PERFRING_PUSH_PASSWORD` or `--push-password-file`).
+    pub user: Option<String>,
+    /// `--push-password-file FILE`.
+    pub password_file: Option<std::path::PathBuf>,
+    /// `--push-token-file FILE`: a bearer token (else `$PERFRING_PUSH_TOKEN`).
+    pub token_file: Option<std::path::PathBuf>,
+    /// `--push-tenant ID`: `X-Scope-OrgID`.
+    pub tenant: Option<String>,
+    /// `--push-header 'NAME: VALUE'`, repeatable.
+    pub headers: Vec<(String, String)>,
+    /// `--push-label KEY=VALUE`, repeatable.
+    pub labels: Vec<(String, String)>,
+    /// `--push-service NAME`: `service_name` (default: the target's program).
+    pub service: Option<String>,
+    /// `--push-timeout DURATION`: one request's limit.
+    pub timeout: Option<std::time::Duration>,
+    /// `--push-queue N`: profiles kept while the store is slow or down.
+    pub queue: Option<usize>,
+}
+
+/// Takes one of `record`'s push flags: true if `flag` was one.
+fn take_push(flag: &Flag, p: &mut Parser, a: &mut PushArgs) -> Result<bool, Failure> {
+    let Flag::Long(long) = flag else {
+        return Ok(false);
+    };
+    match long.as_str() {
+        "push" => a.url = Some(string(p, "--push")?),
+        "every" => {
+            let s = string(p, "--every")?;
+            // Minutes too: an agent's interval is seconds to minutes.
+            a.every = Some(
+                match s.strip_suffix("min").or_else(|| s.strip_suffix('m')) {
+                    Some(n) if !s.ends_with("ms") => match n.parse::<f64>() {
+                        Ok(v) if v > 0.0 && v.is_finite() => {
+                            std::time::Duration::from_secs_f64(v * 60.0)
+                        }
+                        _ => {
+                            return Err(usage(format!(
+                                "--every {s:?}: expected a positive duration, e.g. 15s, 1m"
+                            )))
+                        }
+                    },
+                    _ => parse_duration(&s, "--every")?,
+                },
+            );
+        }
+        "push-protocol" => {
+            a.protocol = string(p, "--push-protocol")?
+                .parse()
+                .map_err(Failure::Input)?;
+        }
+        "push-ca" => a.ca.push(
+            p.value()
+                .map_err(|_| usage("--push-ca needs a PEM file"))?
+                .into(),
+        ),
+        "push-user" => a.user = Some(string(p, "--push-user")?),
+        "push-password-file" => {
+            a.password_file = Some(
+                p.value()
+                    .map_err(|_| usage("--push-password-file needs a file"))?
+                    .into(),
+            )
+        }
+        "push-token-file" => {
+            a.token_file = Some(
+                p.value()
+                    .map_err(|_| usage("--push-token-file needs a file"))?
+                    .into(),
+            )
+        }
+        "push-password" | "push-token" | "push-key" | "push-api-key" => {
+            // The value is not read, let alone echoed: it would be in `ps` already.
+            return Err(usage(format!(
+                "--{long}: credentials are not taken on the command line, where any user can read them in the process list; \
+                 put the password in $PERFRING_PUSH_PASSWORD or a file (--push-password-file FILE) with --push-user USER, \
+                 or a token in $PERFRING_PUSH_TOKEN or a file (--push-token-file FILE)"
+            )));
+        }
+        "push-tenant" => a.tenant = Some(string(p, "--push-tenant")?),
+        "push-header" => {
+            let h = string(p, "--push-header")?;
+            let Some((name, value)) = h.split_once(':') else {
+                return Err(usage("--push-header: expected 'NAME: VALUE'"));
+            };
+            a.headers
+                .push((name.trim().to_string(), value.trim().to_string()));
+        }
+        "push-label" => {
+            let l = string(p, "--push-label")?;
+            let Some((k, v)) = l.split_once('=') else {
+                return Err(usage(format!(
+                    "--push-label {l:?}: expected KEY=VALUE, e.g. env=prod"
+                )));
+            };
+            a.labels.push((k.trim().to_string(), v.trim().to_string()));
+        }
+        "push-service" => a.service = Some(string(p, "--push-service")?),
+        "push-timeout" => a.timeout = Some(duration(p, "--push-timeout")?),
+        "push-queue" => a.queue = Some(positive(p, "--push-queue")?),
+        _ => return Ok(false),
+    }
+    Ok(true)
+}
+
+/// `--push` sends pprof: an explicit `--format perf` is a conflict, `--every` writes
+/// no file, and every `--push-*` flag needs `--push`. The endpoint (URL, headers,
+/// labels, tenant, service) is checked now, so that a bad one fails before the target
+/// starts.
+fn check_push(r: &mut RecordArgs) -> Result<(), Failure> {
+    let a = &r.push;
+    let Some(url) = &a.url else {
+        let given = a.every.is_some()
+            || !a.ca.is_empty()
+            || a.user.is_some()
+            || a.password_file.is_some()
+            || a.token_file.is_some()
+            || a.tenant.is_some()
+            || !a.headers.is_empty()
+            || !a.labels.is_empty()
+            || a.service.is_some()
+            || a.timeout.is_some()
+            || a.queue.is_some()
+            || a.protocol != perfring::push::Protocol::default();
+        if given {
+            return Err(usage(
+                "record: --every and the --push-* options go with --push URL",
+            ));
+        }
+        return Ok(());
+    };
+    if r.format_given && r.format != OutputFormat::Pprof {
         return Err(usage(
-            "record: --push needs the profile in a file: give -o FILE",
+            "record: --push sends a pprof profile: drop --format (or drop --push and keep the file in that format)",
         ));
     }
-    Ok(Command::Record(r))
+    r.format = OutputFormat::Pprof;
+    if a.every.is_some() && r.output.is_some() {
+        return Err(usage(
+            "record: --every pushes a profile per interval and writes no file: drop -o (or drop --every for one profile, pushed and written)",
+        ));
+    }
+    if r.output.as_deref() == Some(std::path::Path::new("-")) {
+        return Err(usage(
+            "record: --push sends the profile itself: -o - (stdout) does not go with it",
+        ));
+    }
+    if a.user.is_none() && a.password_file.is_some() {
+        return Err(usage(
+            "record: --push-password-file goes with --push-user USER",
+        ));
+    }
+    if a.user.is_some() && a.token_file.is_some() {
+        return Err(usage(
+            "record: give one of --push-user (basic authentication) and --push-token-file (bearer token)",
+        ));
+    }
+    crate::push::endpoint(a, url).map_err(Failure::Input)?;
+    Ok(())
 }
 
 /// `--format F`'s value.
@@ -1173,6 +1346,41 @@ mod tests {
         };
         assert_eq!((s.pid, s.json), (Some(9), true));
         assert_eq!(s.events.len(), DEFAULT_STAT_EVENTS.len());
+    }
+
+    #[test]
+    fn push_flags_and_their_conflicts() {
+        let Ok(Command::Record(r)) = parse_str(
+            "record --push https://h:4040/p --every 1m --push-protocol parca --push-ca a.pem \
+             --push-tenant t --push-label env=prod --push-header X-A:b --push-timeout 2s \
+             --push-queue 3 --push-service svc -p 9",
+        ) else {
+            panic!("push flags")
+        };
+        let a = &r.push;
+        assert_eq!(a.every, Some(std::time::Duration::from_secs(60)));
+        assert_eq!(a.protocol, perfring::push::Protocol::Parca);
+        assert_eq!((a.queue, a.tenant.as_deref()), (Some(3), Some("t")));
+        assert_eq!(a.headers, [("X-A".to_string(), "b".to_string())]);
+        assert_eq!(r.format, OutputFormat::Pprof);
+        let err = |line: &str| match parse_str(line) {
+            Err(Failure::Usage(msg)) => msg,
+            Err(Failure::Input(e)) => e.to_string(),
+            other => panic!("{line}: {other:?}"),
+        };
+        assert!(err("record --every 5s -p 1").contains("go with --push"));
+        assert!(err("record --push http://h --format perf -p 1").contains("--format perf"));
+        assert!(err("record --push http://h --every 5s -o f -p 1").contains("drop -o"));
+        assert!(err("record --push ftp://h -p 1").contains("http://"));
+        assert!(err("record --push http://h --push-label 1x=y -p 1").contains("label"));
+        let e = err("record --push http://h --push-header Authorization:s3cr3t -p 1");
+        assert!(e.contains("process list") && !e.contains("s3cr3t"), "{e}");
+        let e = err("record --push http://h --push-token s3cr3t -p 1");
+        assert!(
+            e.contains("PERFRING_PUSH_TOKEN") && !e.contains("s3cr3t"),
+            "{e}"
+        );
+        assert!(err("record --push http://h --every 0s -p 1").contains("--every"));
     }
 
     #[test]

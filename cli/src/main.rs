@@ -8,6 +8,7 @@ mod explain;
 mod inject;
 mod json;
 mod outputs;
+mod push;
 mod record;
 mod report;
 mod run;

@@ -2,10 +2,9 @@
 //! perf.data or pprof. This file picks the flags' meaning, runs the loop, and reports.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use perfring::console::Interrupts;
-use perfring::output;
 use perfring::profiler::{End, Flow, Report};
 
 use crate::args::RecordArgs;
@@ -33,23 +32,35 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
         perfring::offcpu::check_allowed().map_err(Failure::Runtime)?;
     }
     let interrupts = Interrupts::block().map_err(Failure::Runtime)?;
-    let started = (Instant::now(), SystemTime::now());
+    let started = Instant::now();
+    // The store is checked now (URL, certificate, credentials): like a bad path, a
+    // bad store fails before the target runs.
+    let mut agent = match &args.push.url {
+        Some(_) => {
+            let cpu = crate::push::counts_cpu_time(&w.events);
+            let service = crate::push::service_name(w);
+            let agent = crate::push::Agent::connect(&args.push, cpu, &service)?;
+            setup = agent.session(setup);
+            Some(agent)
+        }
+        None => None,
+    };
+    if let Some(agent) = &mut agent {
+        setup = setup.output(agent.output());
+    }
+    let write_file = agent.is_none() || args.output.is_some();
     // The file is created now: a bad path fails before the target runs.
-    setup = setup.boxed_output(crate::outputs::open(args.format, &path)?);
+    if write_file {
+        setup = setup.boxed_output(crate::outputs::open(args.format, &path)?);
+    }
     let mut profiler = setup.start().map_err(Failure::Runtime)?;
     crate::args::say_user_only(profiler.user_only());
     let spawned = !w.command.is_empty();
-    let events = profiler.events().to_vec();
-    let target_name = profiler
-        .program()
-        .and_then(Path::file_name)
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "perfring".to_string());
 
     let mut interrupted = 0;
-    let mut status = Status::on_terminal(&path, started.0);
+    let mut status = Status::on_terminal(&path, started);
     let end: Result<End, Failure> = loop {
-        if w.duration.is_some_and(|d| started.0.elapsed() >= d) {
+        if w.duration.is_some_and(|d| started.elapsed() >= d) {
             // A command is ended, as `perf record -- cmd` with a timeout would; a
             // process or CPUs are left as they are.
             break Ok(if spawned {
@@ -67,6 +78,9 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
         }
         if profiler.failed() {
             break Ok(End::Stopped);
+        }
+        if let Some(agent) = &mut agent {
+            agent.poll();
         }
         if let Some(sig) = interrupts.take() {
             interrupted += 1;
@@ -88,23 +102,18 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
     }
     let report = profiler.finish(*end.as_ref().unwrap_or(&End::Stopped));
     drop(interrupts);
+    if let (Ok(_), Ok(report)) = (&end, &report) {
+        let written = match (&args.push.url, write_file) {
+            (Some(url), false) => format!("profiles for {url}"),
+            _ => path.display().to_string(),
+        };
+        print_report(&written, report, started.elapsed());
+    }
+    // The profiles cut are pushed (and accounted for) even if the recording failed.
+    let pushed = agent.map(crate::push::Agent::finish).transpose();
     let end = end?;
     let report = report.map_err(Failure::Runtime)?;
-    print_report(&path, &report, started.0.elapsed());
-    if let Some(url) = &args.push {
-        let bytes = std::fs::read(&path).map_err(|e| {
-            Failure::Runtime(perfring::Error::from_errno(
-                format!("read {} to push it", path.display()),
-                e,
-            ))
-        })?;
-        // Pyroscope names are `application.profile_type`.
-        let clock = events.iter().all(|e| e.counts_cpu_time());
-        let app = format!("{target_name}.{}", if clock { "cpu" } else { "samples" });
-        output::push_pyroscope(url, &app, &bytes, started.1, SystemTime::now())
-            .map_err(Failure::Runtime)?;
-        eprintln!("perfring: pushed {} to {url} as {app}", path.display());
-    }
+    pushed?;
     Ok(match end {
         End::TargetExited | End::Interrupted => report.exit.map(|s| s.code()),
         _ => None,
@@ -112,14 +121,14 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
 }
 
 /// The summary on stderr (stdout may be the profile).
-fn print_report(path: &Path, r: &Report, took: Duration) {
+fn print_report(path: &str, r: &Report, took: Duration) {
     let lost_ring = r.stats.lost + r.stats.lost_samples;
     eprintln!(
         "perfring: {} samples, {} records ({:.1} KiB) written to {} in {:.2}s; lost: {} in the rings, {} in the queue; throttled {} times",
         r.samples,
         r.queue.records,
         r.queue.bytes as f64 / 1024.0,
-        path.display(),
+        path,
         took.as_secs_f64(),
         lost_ring,
         r.queue.lost_records,

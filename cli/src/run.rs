@@ -141,7 +141,8 @@ Commands:
   watch     Print each overflow of a counter as it happens, or each time a
             rate or ratio crosses a threshold (--when), and act on it
   record    Write samples to perf.data (perf report), pprof (go tool pprof), a
-            flame graph (SVG), folded stacks or the Firefox Profiler's format
+            flame graph (SVG), folded stacks or the Firefox Profiler's format, or
+            push them to Pyroscope or Parca (--push URL [--every 15s])
   report    Print a perf.data's top functions, as perf report --stdio, or
             convert it to any of record's formats
   inject    Act on every overflow from inside an unmodified program (LD_PRELOAD)
@@ -387,8 +388,9 @@ Record samples into a file other tools read: perf.data (perf report, perf script
 hotspot) or gzipped pprof (go tool pprof, Pyroscope, Parca).
 
 Usage: perfring record [-e EVENT]... [-c N | -F HZ] [-g | --call-graph fp|dwarf]
-                       [-o FILE] [--format perf|pprof] [--push URL] -- COMMAND [ARGS]...
+                       [-o FILE] [--format perf|pprof] -- COMMAND [ARGS]...
        perfring record [OPTIONS] (-p PID | -t TID | -C CPU)
+       perfring record [OPTIONS] --push URL [--every D] [PUSH OPTIONS] (TARGET)
 
 The target is followed as with watch: a command from its exec, with its threads
 and children; -p every thread of the process, also those created later; -t one
@@ -420,8 +422,6 @@ Options:
                         --format pprof); - is stdout, for pprof
       --format perf|pprof
                         perf.data (default) or gzipped profile.proto
-      --push URL        Then send the pprof profile to Pyroscope's /ingest at URL
-                        (http://HOST:PORT; implies --format pprof)
       --exact-periods   One period per thread (exact N/P; see above)
   -m, --mmap-pages N    Ring data pages per event (power of two; default 256)
   -p, --pid PID         Record a running process
@@ -443,9 +443,41 @@ Pictures and viewers (these flags in their own block):
 On a terminal, a status line shows the time, samples, records lost and the file's
 size as the recording goes.
 
+Pushing to a profile store (Grafana Pyroscope, Parca), once or as an agent:
+      --push URL        Send the pprof profile to the store at URL (http:// or
+                        https://HOST[:PORT][/PREFIX]) instead of writing a file
+                        (with -o, also write it). The store is checked first: a bad
+                        URL, certificate or credentials fail before the target starts
+      --every D         An agent: a profile per D of the samples' time (15s, 1m),
+                        pushed as it is cut, until the target ends or SIGTERM/Ctrl-C;
+                        then what is left is pushed (10 s at most) and a summary says
+                        how many profiles were cut, pushed and dropped, and why
+      --push-protocol P pyroscope (default; push.v1 PusherService/Push),
+                        pyroscope-ingest (/ingest, Pyroscope before 1.0), or parca
+                        (WriteRaw over gRPC-Web, Parca's HTTP port)
+      --push-ca FILE    Trust this CA (PEM) too, beside the system's
+      --push-user USER  Basic authentication; the password from
+                        $PERFRING_PUSH_PASSWORD or --push-password-file FILE
+      --push-token-file FILE
+                        A bearer token (first line); else $PERFRING_PUSH_TOKEN
+      --push-tenant ID  X-Scope-OrgID (multi-tenant Pyroscope)
+      --push-header 'NAME: VALUE'
+                        An extra header (not Authorization: credentials never go on
+                        the command line)
+      --push-label KEY=VALUE
+                        A label on every profile (repeatable)
+      --push-service NAME
+                        service_name (default: the target's program)
+      --push-timeout D  One request's limit (default 10s); a stalled store is retried
+      --push-queue N    Profiles kept while the store is slow or down (default 8,
+                        64 MiB); beyond that the oldest is dropped and counted
+Failed pushes that may pass (refused connection, timeout, 429, 5xx) are retried up
+to 6 times with backoff (0.5 s doubling to 30 s) and printed as they happen.
+
 Exit status: the command's (128 + N if killed by signal N); 0 with -p/-t/-C;
 1 when recording failed (the file then holds what was written before: a full
-disk or a closed pipe is named with its fix); 2 on a usage error.
+disk or a closed pipe is named with its fix), or when a profile could not be
+pushed; 2 on a usage error.
 ";
 
 const REPORT_HELP: &str = "\

@@ -135,6 +135,18 @@ pub trait Output: Send {
         Ok(())
     }
 
+    /// Every sample and record stamped before `time` (on the events' clock) has been
+    /// given: the draining side had begun a pass over the rings at `time` (sent when a
+    /// session is asked for [`progress`](crate::profiler::ProfilerBuilder::progress_every)).
+    /// An output that cuts by time can cut up to it. By default nothing is done.
+    ///
+    /// # Errors
+    /// A write that failed.
+    fn progress(&mut self, time: u64) -> Result<()> {
+        let _ = time;
+        Ok(())
+    }
+
     /// Completes the output (headers, feature sections, the pprof message).
     ///
     /// # Errors
@@ -160,6 +172,9 @@ impl<O: Output + ?Sized> Output for Box<O> {
     }
     fn end_round(&mut self) -> Result<()> {
         (**self).end_round()
+    }
+    fn progress(&mut self, time: u64) -> Result<()> {
+        (**self).progress(time)
     }
     fn finish(&mut self) -> Result<()> {
         (**self).finish()

@@ -6,7 +6,10 @@
 //!   and named, and the other records, and turn them into a file: [`PerfData`] writes
 //!   the records as the ring held them (frame-pointer samples with their unwound
 //!   chain), [`Pprof`] aggregates samples by stack and thread and writes a gzipped
-//!   `profile.proto` at the end, [`OverflowLine`] is one sample as a JSON line;
+//!   `profile.proto` at the end, [`Intervals`] cuts a [`Pprof`] per interval of the
+//!   samples' time for a profiler that runs for hours (handed on as [`CutProfile`]s,
+//!   e.g. to [`push::Queue`](crate::push::Queue)), [`OverflowLine`] is one sample as a
+//!   JSON line;
 //! - pictures and viewers: [`FlameGraph`] (an interactive SVG drawn by `inferno`),
 //!   [`Folded`] (its input, one stack a line), [`FirefoxProfile`] (the Firefox
 //!   Profiler's processed format: threads, samples in time, markers);
@@ -40,11 +43,11 @@
 mod feed;
 mod firefox;
 mod folded;
+mod intervals;
 mod line;
 mod perfdata;
 mod pprof;
 pub(crate) mod proto;
-mod push;
 
 pub(crate) use feed::require_events;
 pub use feed::{Output, Recording, SampleRef};
@@ -53,7 +56,9 @@ pub use folded::{FlameGraph, Folded};
 pub use line::{FrameLine, OverflowLine, Tally};
 pub use perfdata::PerfData;
 pub use pprof::{Pprof, PprofSummary};
-pub use push::push_pyroscope;
+// A pprof profile per interval of the samples' time, for a long-running profiler
+// (`perfring record --push URL --every 15s`; the store's side is `crate::push`).
+pub use intervals::{CutProfile, IntervalStats, Intervals, IntervalsHandle, DEFAULT_GRACE};
 
 /// One event of a recording (its name, attr and kernel ids): the sampler's.
 pub use crate::sampler::EventInfo;

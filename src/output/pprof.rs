@@ -60,6 +60,9 @@ pub struct Pprof {
     periods: Vec<(u64, u64)>,
     stack: Vec<u64>,
     started: (SystemTime, Instant),
+    /// The span the profile covers, when the caller knows it better than the clock
+    /// (a cut interval); else from `started` to the write.
+    span: Option<(SystemTime, std::time::Duration)>,
     lost: u64,
     finished: bool,
 }
@@ -128,6 +131,7 @@ impl Pprof {
             periods: Vec::new(),
             stack: Vec::new(),
             started: (SystemTime::now(), Instant::now()),
+            span: None,
             lost: 0,
             finished: false,
         };
@@ -209,7 +213,9 @@ impl Pprof {
         }
         let period_type = sample_type.get(1).copied();
         let samples_idx = sample_type[0].r#type;
-        let started = self.started;
+        let (start, duration) = self
+            .span
+            .unwrap_or_else(|| (self.started.0, self.started.1.elapsed()));
         proto::Profile {
             sample_type,
             sample,
@@ -219,17 +225,22 @@ impl Pprof {
             string_table: self.strings.clone(),
             drop_frames: 0,
             keep_frames: 0,
-            time_nanos: started
-                .0
+            time_nanos: start
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as i64),
-            duration_nanos: started.1.elapsed().as_nanos() as i64,
+            duration_nanos: duration.as_nanos() as i64,
             period_type,
             period: period as i64,
             comment: Vec::new(),
             // `go tool pprof -top` then shows sample counts, as `perf report` does.
             default_sample_type: samples_idx,
         }
+    }
+
+    /// The profile's `time_nanos` and `duration_nanos`: the span it covers (by default,
+    /// from its creation to its write).
+    pub fn set_span(&mut self, start: SystemTime, duration: std::time::Duration) {
+        self.span = Some((start, duration));
     }
 
     /// Per-function self counts and totals so far.
