@@ -87,6 +87,8 @@ pub struct Pipeline {
     unwinder: Unwinder,
     outputs: Vec<Box<dyn Output>>,
     names: bool,
+    /// Whether an output wants DWARF samples' stack copies unwound.
+    user_stacks: bool,
     cmdline: Vec<String>,
     program: Option<std::path::PathBuf>,
     /// Read `/proc` for a process first seen in a sample (a live recording).
@@ -147,6 +149,7 @@ impl Pipeline {
             unwinder: Unwinder::new(),
             outputs: Vec::new(),
             names: false,
+            user_stacks: false,
             cmdline: Vec::new(),
             program: None,
             read_proc: false,
@@ -181,6 +184,7 @@ impl Pipeline {
     /// Adds an output.
     pub fn output(mut self, output: impl Output + 'static) -> Pipeline {
         self.names |= output.wants_names();
+        self.user_stacks |= output.wants_user_stacks();
         self.outputs.push(Box::new(output));
         self
     }
@@ -188,6 +192,7 @@ impl Pipeline {
     /// Adds a boxed output.
     pub fn boxed_output(mut self, output: Box<dyn Output>) -> Pipeline {
         self.names |= output.wants_names();
+        self.user_stacks |= output.wants_user_stacks();
         self.outputs.push(output);
         self
     }
@@ -477,7 +482,12 @@ impl Pipeline {
             let _ = self.spaces.attach(pid);
         }
         self.raw.clear();
-        self.unwinder.sample_frames(&self.spaces, s, &mut self.raw);
+        if self.user_stacks {
+            self.unwinder.sample_frames(&self.spaces, s, &mut self.raw);
+        } else {
+            self.unwinder
+                .sample_frames_without_copies(&self.spaces, s, &mut self.raw);
+        }
         self.frames.clear();
         if self.names {
             let (spaces, raw, frames) = (&self.spaces, &self.raw, &mut self.frames);

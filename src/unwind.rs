@@ -414,6 +414,30 @@ impl Unwinder {
         sample: &Sample<'_>,
         out: &mut Vec<RawFrame>,
     ) {
+        self.frames_of(spaces, sample, true, out);
+    }
+
+    /// As [`sample_frames`](Self::sample_frames), but a sample whose chain has no user
+    /// part ([`CallGraph::Dwarf`]) is not unwound from its stack copy: its frames are
+    /// the chain's kernel part and its ip. For a recording whose outputs keep the copy
+    /// for a later unwinder (perf.data); a frame-pointer chain's first frame is still
+    /// decided by CFI.
+    pub fn sample_frames_without_copies(
+        &mut self,
+        spaces: &AddressSpaces,
+        sample: &Sample<'_>,
+        out: &mut Vec<RawFrame>,
+    ) {
+        self.frames_of(spaces, sample, false, out);
+    }
+
+    fn frames_of(
+        &mut self,
+        spaces: &AddressSpaces,
+        sample: &Sample<'_>,
+        unwind_copies: bool,
+        out: &mut Vec<RawFrame>,
+    ) {
         let pid = sample.pid().unwrap_or(0);
         let copy = match (sample.regs_user(), sample.stack_user()) {
             (Some(regs), Some(stack)) if !regs.regs.is_empty() => Some((regs, stack)),
@@ -432,7 +456,8 @@ impl Unwinder {
             user,
         ) {
             (Some(copy), Some(first)) => self.fix_first_frame(spaces, &copy, out, first),
-            (Some(copy), None) => self.unwind(spaces, &copy, out),
+            (Some(copy), None) if unwind_copies => self.unwind(spaces, &copy, out),
+            (Some(_), None) => {}
             (None, _) => {}
         }
         if out.len() == start {

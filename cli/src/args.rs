@@ -104,6 +104,17 @@ impl OutputFormat {
         })
     }
 
+    /// The format's name, as `--format` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            OutputFormat::Perf => "perf",
+            OutputFormat::Pprof => "pprof",
+            OutputFormat::Svg => "svg",
+            OutputFormat::Folded => "folded",
+            OutputFormat::Firefox => "firefox",
+        }
+    }
+
     /// The file written when `-o` is not given.
     pub fn default_path(self) -> &'static str {
         match self {
@@ -1053,9 +1064,10 @@ fn check_push(r: &mut RecordArgs) -> Result<(), Failure> {
         return Ok(());
     };
     if r.format_given && r.format != OutputFormat::Pprof {
-        return Err(usage(
-            "record: --push sends a pprof profile: drop --format (or drop --push and keep the file in that format)",
-        ));
+        let f = r.format.name();
+        return Err(usage(format!(
+            "record: --push sends a pprof profile, not {f}: drop --format {f} (or drop --push and keep the {f} file)"
+        )));
     }
     r.format = OutputFormat::Pprof;
     if a.every.is_some() && r.output.is_some() {

@@ -98,6 +98,16 @@ pub trait Output: Send {
         false
     }
 
+    /// Whether a sample that carries a copy of the user stack and registers
+    /// (`--call-graph dwarf`) must have it unwound into [`SampleRef::stack`]. An output
+    /// that keeps the copy for a later unwinder (perf.data, which `perf report` unwinds)
+    /// says no; when no output wants it the pipeline skips the unwinding, the costliest
+    /// step of a DWARF recording, and such a sample's stack is its kernel frames and
+    /// ip. By default yes.
+    fn wants_user_stacks(&self) -> bool {
+        true
+    }
+
     /// One sample, unwound (and named, if asked).
     ///
     /// # Errors
@@ -160,6 +170,9 @@ impl<O: Output + ?Sized> Output for Box<O> {
     }
     fn wants_names(&self) -> bool {
         (**self).wants_names()
+    }
+    fn wants_user_stacks(&self) -> bool {
+        (**self).wants_user_stacks()
     }
     fn sample(&mut self, sample: &SampleRef<'_>) -> Result<()> {
         (**self).sample(sample)

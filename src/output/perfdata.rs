@@ -798,6 +798,15 @@ impl crate::output::Output for PerfData {
         self.begin(&written, rec.cmdline)
     }
 
+    /// A DWARF sample keeps its stack copy in the file, for `perf report` to unwind;
+    /// frame-pointer chains are rechained from [`SampleRef::stack`], which needs no copy
+    /// unwound.
+    ///
+    /// [`SampleRef::stack`]: crate::output::SampleRef::stack
+    fn wants_user_stacks(&self) -> bool {
+        false
+    }
+
     fn sample(&mut self, s: &crate::output::SampleRef<'_>) -> Result<()> {
         if s.off_cpu {
             // Written at its time, as a record (below); this is its weighted copy.

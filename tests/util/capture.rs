@@ -163,6 +163,9 @@ impl<O: Output> Output for Shared<O> {
     fn wants_names(&self) -> bool {
         self.0.lock().unwrap().wants_names()
     }
+    fn wants_user_stacks(&self) -> bool {
+        self.0.lock().unwrap().wants_user_stacks()
+    }
     fn sample(&mut self, s: &SampleRef<'_>) -> perfring::Result<()> {
         self.0.lock().unwrap().sample(s)
     }
