@@ -188,27 +188,86 @@ pub struct WhenArgs {
     pub per_process: bool,
 }
 
-/// `perfring stat`'s flags.
+/// `perfring stat`'s flags: perf stat's.
 #[derive(Debug, Default, Clone)]
 pub struct StatArgs {
-    /// `-e EVENT`, repeatable (and comma-free: one event per flag).
+    /// `-e EVENT[,EVENT...]`, repeatable.
     pub events: Vec<String>,
     /// `-p PID`: count a running process instead of a command.
     pub pid: Option<i32>,
-    /// `--duration SECS`: with `-p`, stop after this long.
-    pub duration: Option<std::time::Duration>,
-    /// `--json`.
+    /// `-t TID`: count one running thread.
+    pub tid: Option<i32>,
+    /// `-a` (every online CPU) or `-C LIST`: count everything on these CPUs.
+    pub cpus: Option<CpuChoice>,
+    /// `-A` (`--no-aggr`): one line per CPU with `-a`/`-C`.
+    pub no_aggr: bool,
+    /// `--per-thread`: one line per thread with `-p`/`-t`.
+    pub per_thread: bool,
+    /// `-I MS`: print the counts of every MS milliseconds.
+    pub interval: Option<std::time::Duration>,
+    /// `-r N`: run the command N times; means and their spread.
+    pub repeat: u32,
+    /// `-x SEP`: CSV with this separator.
+    pub csv: Option<String>,
+    /// `-j`/`--json`: one JSON object per line, with perf's field names.
     pub json: bool,
+    /// `-o FILE`: the report goes to FILE instead of stderr.
+    pub output: Option<std::path::PathBuf>,
+    /// `--duration SECS`: with `-p`, `-t` or CPUs and no command, stop after this long.
+    pub duration: Option<std::time::Duration>,
     /// The command and its arguments.
     pub command: Vec<OsString>,
 }
 
-/// The events `perf stat` counts by default that need no hardware PMU.
+/// `-a` or `-C LIST`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpuChoice {
+    /// `-a`: every online CPU ("system wide").
+    All,
+    /// `-C LIST`: these CPUs, and the list as written.
+    List(Vec<i32>, String),
+}
+
+/// Splits perf's comma-separated event list (`-e task-clock,page-faults`), keeping
+/// the commas of a PMU's term list (`cpu/event=0x3c,umask=0/`) inside their event.
+pub fn split_events(list: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut current = String::new();
+    for piece in list.split(',') {
+        if !current.is_empty() {
+            current.push(',');
+        }
+        current.push_str(piece);
+        // Inside `pmu/terms/`: a '/' before any ':' opened a term list that an
+        // odd number of slashes has not closed yet.
+        let in_terms = match (current.find('/'), current.find(':')) {
+            (Some(slash), colon) if colon.is_none_or(|c| slash < c) => {
+                current.matches('/').count() % 2 == 1
+            }
+            _ => false,
+        };
+        if !in_terms {
+            out.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out.retain(|e| !e.is_empty());
+    out
+}
+
+/// The events `perf stat` counts by default (perf 6.1's list: the hardware ones show
+/// `<not supported>` on a machine without a hardware PMU, as perf's do).
 pub const DEFAULT_STAT_EVENTS: &[&str] = &[
     "task-clock",
     "context-switches",
     "cpu-migrations",
     "page-faults",
+    "cycles",
+    "instructions",
+    "branches",
+    "branch-misses",
 ];
 
 /// Which usage text to print.
@@ -443,14 +502,50 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, Failur
 }
 
 fn parse_stat(p: &mut Parser) -> Result<Command, Failure> {
-    let mut stat = StatArgs::default();
+    let mut stat = StatArgs {
+        repeat: 1,
+        ..StatArgs::default()
+    };
     while let Some(flag) = next(p)? {
-        match flag {
-            Flag::Short('e') => stat.events.push(string(p, "-e")?),
-            Flag::Long(l) if l == "event" => stat.events.push(string(p, "--event")?),
-            Flag::Short('p') => stat.pid = Some(number(p, "-p")?),
-            Flag::Long(l) if l == "pid" => stat.pid = Some(number(p, "--pid")?),
-            Flag::Long(l) if l == "duration" => {
+        let long = match &flag {
+            Flag::Long(l) => l.as_str(),
+            _ => "",
+        };
+        match (&flag, long) {
+            (Flag::Short('e'), _) | (_, "event") => {
+                stat.events.extend(split_events(&string(p, "-e")?))
+            }
+            (Flag::Short('p'), _) | (_, "pid") => stat.pid = Some(number(p, "-p")?),
+            (Flag::Short('t'), _) | (_, "tid") => stat.tid = Some(number(p, "-t")?),
+            (Flag::Short('a'), _) | (_, "all-cpus") => stat.cpus = Some(CpuChoice::All),
+            (Flag::Short('C'), _) | (_, "cpu") => {
+                let s = string(p, "-C")?;
+                let list = perfring::counter::parse_cpu_list(&s)
+                    .filter(|l| !l.is_empty())
+                    .ok_or_else(|| {
+                        usage(format!("-C {s:?}: expected a CPU list such as 0 or 0-3,5"))
+                    })?;
+                stat.cpus = Some(CpuChoice::List(list, s));
+            }
+            (Flag::Short('A'), _) | (_, "no-aggr") => stat.no_aggr = true,
+            (_, "per-thread") => stat.per_thread = true,
+            (Flag::Short('I'), _) | (_, "interval-print") => {
+                let ms: u64 = positive(p, "-I")?;
+                if ms < 10 {
+                    return Err(usage(format!(
+                        "-I {ms}: print interval must be >= 10ms (as perf's)"
+                    )));
+                }
+                stat.interval = Some(std::time::Duration::from_millis(ms));
+            }
+            (Flag::Short('r'), _) | (_, "repeat") => stat.repeat = positive(p, "-r")?,
+            (Flag::Short('x'), _) | (_, "field-separator") => stat.csv = Some(string(p, "-x")?),
+            (Flag::Short('j'), _) | (_, "json") => stat.json = true,
+            (Flag::Short('o'), _) | (_, "output") => {
+                let v = p.value().map_err(|_| usage("-o needs a file name"))?;
+                stat.output = Some(v.into());
+            }
+            (_, "duration") => {
                 let s = string(p, "--duration")?;
                 let secs = s
                     .parse::<f64>()
@@ -463,33 +558,55 @@ fn parse_stat(p: &mut Parser) -> Result<Command, Failure> {
                     })?;
                 stat.duration = Some(std::time::Duration::from_secs_f64(secs));
             }
-            Flag::Long(l) if l == "json" => stat.json = true,
-            f if is_help(&f) => return Ok(Command::Help(Topic::Stat)),
-            Flag::Value(program) => {
+            (f, _) if is_help(f) => return Ok(Command::Help(Topic::Stat)),
+            (Flag::Value(program), _) => {
                 // The command's own flags are its business, not ours.
-                stat.command.push(program);
+                stat.command.push(program.clone());
                 stat.command.extend(p.raw_args().map_err(lexopt_error)?);
             }
-            other => return Err(unknown("stat", &other)),
+            (other, _) => return Err(unknown("stat", other)),
         }
     }
-    match (stat.pid, stat.command.is_empty()) {
-        (Some(_), false) => {
-            return Err(usage(
-                "stat: give either -p PID or a command (-- COMMAND ARGS), not both",
-            ))
-        }
-        (None, true) => {
-            return Err(usage(
-                "stat: nothing to count: give a command (perfring stat -e EVENT -- COMMAND ARGS) or -p PID",
-            ))
-        }
-        _ => {}
-    }
-    if stat.duration.is_some() && stat.pid.is_none() {
+    let has_command = !stat.command.is_empty();
+    let tasks = usize::from(stat.pid.is_some()) + usize::from(stat.tid.is_some());
+    if tasks + usize::from(has_command) > 1 {
         return Err(usage(
-            "stat: --duration goes with -p PID; a command is counted until it exits",
+            "stat: give one of -p PID, -t TID or a command (-- COMMAND ARGS)",
         ));
+    }
+    if tasks > 0 && stat.cpus.is_some() {
+        return Err(usage(
+            "stat: -a/-C count whole CPUs; -p/-t count threads: give one or the other",
+        ));
+    }
+    if tasks + usize::from(has_command) == 0 && stat.cpus.is_none() {
+        return Err(usage(
+            "stat: nothing to count: give a command (perfring stat -e EVENT -- COMMAND ARGS), -p PID, -t TID, or -a/-C CPUS",
+        ));
+    }
+    if stat.duration.is_some() && has_command {
+        return Err(usage(
+            "stat: --duration goes with -p PID, -t TID or -a/-C; a command is counted until it exits",
+        ));
+    }
+    if stat.per_thread && tasks == 0 {
+        return Err(usage(
+            "stat: the --per-thread option is only available when monitoring via -p or -t (as perf's)",
+        ));
+    }
+    if stat.no_aggr && stat.cpus.is_none() {
+        return Err(usage("stat: -A (one line per CPU) goes with -a or -C"));
+    }
+    if stat.repeat > 1 && !has_command {
+        return Err(usage(
+            "stat: -r N repeats a command: give one (-- COMMAND ARGS)",
+        ));
+    }
+    if stat.repeat > 1 && stat.interval.is_some() {
+        return Err(usage("stat: -r and -I do not go together (as in perf)"));
+    }
+    if stat.json && stat.csv.is_some() {
+        return Err(usage("stat: -x (CSV) and --json are exclusive: give one"));
     }
     if stat.events.is_empty() {
         stat.events = DEFAULT_STAT_EVENTS.iter().map(|e| e.to_string()).collect();
@@ -962,7 +1079,12 @@ mod tests {
             Err(Failure::Input(_))
         ));
         assert!(err("stat -e cpu-clock").contains("nothing to count"));
-        assert!(err("stat -p 1 -- true").contains("not both"));
+        assert!(err("stat -p 1 -- true").contains("give one of"));
+        assert!(err("stat -p 1 -a").contains("one or the other"));
+        assert!(err("stat --per-thread -- true").contains("-p or -t"));
+        assert!(err("stat -r 3 -p 1").contains("repeats a command"));
+        assert!(err("stat -I 5 -- true").contains(">= 10ms"));
+        assert!(err("stat -C x -- true").contains("CPU list"));
         assert!(err("stat --duration 1 -- true").contains("-p PID"));
         assert!(err("stat -p 1 --duration -3").contains("--duration"));
         assert!(err("watch --when cs>1/s -e cs -- true").contains("-e does not go with it"));
@@ -1011,6 +1133,16 @@ mod tests {
         };
         assert_eq!((s.pid, s.json), (Some(9), true));
         assert_eq!(s.events.len(), DEFAULT_STAT_EVENTS.len());
+        let Ok(Command::Stat(s)) =
+            parse_str("stat -e task-clock,cpu/event=0x3c,umask=0/,mem:0x10/4:w -x ; -r 3 ls")
+        else {
+            panic!()
+        };
+        assert_eq!(
+            s.events,
+            ["task-clock", "cpu/event=0x3c,umask=0/", "mem:0x10/4:w"]
+        );
+        assert_eq!((s.csv.as_deref(), s.repeat), (Some(";"), 3));
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod json;
 mod record;
 mod run;
 mod stat;
+mod stat_table;
 mod trigger;
 mod watch;
 

@@ -81,17 +81,11 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> Result<Done, Failure> {
             text: String::new(),
             child_exit: record::run(&args)?,
         },
-        Command::Stat(args) => {
-            let report = stat::run(&args)?;
-            Done {
-                text: if args.json {
-                    stat::json(&report).to_string() + "\n"
-                } else {
-                    stat::text(&report)
-                },
-                child_exit: report.exit_code,
-            }
-        }
+        Command::Stat(args) => Done {
+            // The report went to stderr (or -o FILE), as perf stat's does.
+            text: String::new(),
+            child_exit: stat::run(&args)?,
+        },
     })
 }
 
@@ -217,18 +211,27 @@ Options:
 ";
 
 const STAT_HELP: &str = "\
-Count events over a command's whole run, or a running process, like perf stat.
+Count events over a command's whole run, a running process or thread, or CPUs,
+and print them as perf stat does (to stderr, so the command's stdout stays its own).
 
-Usage: perfring stat [-e EVENT]... [--json] [--] COMMAND [ARGS]...
-       perfring stat [-e EVENT]... [--json] -p PID [--duration SECS]
+Usage: perfring stat [-e EVENT[,EVENT]...] [OPTIONS] [--] COMMAND [ARGS]...
+       perfring stat [-e EVENT...] [OPTIONS] (-p PID | -t TID | -a | -C CPUS) [--duration SECS]
 
 The command is started stopped, the counters are attached (inherited by its
 threads and children, enabled at its exec), and then it runs; its exit status
-becomes perfring's. With -p, counting lasts until the process exits, Ctrl-C,
-or --duration. Counts multiplexed off the PMU are scaled by enabled/running
-time and shown with the percentage of time they ran.
+becomes perfring's. With -p/-t, counting lasts until it exits, Ctrl-C or
+--duration; with -a/-C and no command, until Ctrl-C or --duration.
 
-Events (default: task-clock, context-switches, cpu-migrations, page-faults):
+The table is perf stat's: clocks in msec with \"CPUs utilized\", other events with
+their rate per second of task time (/sec), then seconds time elapsed, user and
+sys. An event this machine cannot count (cycles without a hardware PMU) is shown
+<not supported> and the others are counted; one that never ran is <not counted>;
+counts multiplexed off the PMU are scaled by enabled/running time and shown with
+the share of time they ran, (xx.xx%). As a user at perf_event_paranoid 2 the
+events count user space only and are named :u, as perf's.
+
+Events (default: perf's: task-clock, context-switches, cpu-migrations,
+page-faults, cycles, instructions, branches, branch-misses):
   any perf event string    cpu-clock, page-faults:u, mem:0x1000/4:w, sched:sched_switch
   mem:SYMBOL[+OFF][/LEN][:ACCESS]
                            A breakpoint on a symbol of the program (ACCESS r, w,
@@ -236,18 +239,32 @@ Events (default: task-clock, context-switches, cpu-migrations, page-faults):
   uprobe:PATH:SYMBOL[+OFF] A uprobe on a function of any ELF file
 
 Options:
-  -e, --event EVENT   An event to count; repeat for more
-  -p, --pid PID       Count a running process instead of a command
-      --duration SECS With -p: stop after SECS seconds (fractions allowed)
-      --json          Print one JSON object: {\"events\":[{\"event\",\"value\",
-                      \"scaled\",\"time_enabled\",\"time_running\"}],
-                      \"duration_s\",\"exit_code\"}
+  -e, --event EVENT   Events to count, comma-separated; repeat for more
+  -p, --pid PID       Count a running process (every thread it has)
+  -t, --tid TID       Count a running thread
+  -a, --all-cpus      Count everything on every CPU (root or paranoid <= 0)
+  -C, --cpu CPUS      Count everything on these CPUs (0 or 0-3,5)
+  -A, --no-aggr       With -a/-C: a line per CPU
+      --per-thread    With -p/-t: a line per thread (comm-tid)
+  -I, --interval-print MS
+                      Print the counts of each MS milliseconds (>= 10) as it ends
+  -r, --repeat N      Run the command N times: means, and each one's spread
+                      ( +- x% , the standard deviation of the mean)
+  -x, --field-separator SEP
+                      CSV: value,unit,event,[spread%,]run time,running %,
+                      metric,metric unit
+  -j, --json          One JSON object per line, with perf's field names:
+                      \"counter-value\", \"unit\", \"event\", [\"variance\"],
+                      \"event-runtime\", \"pcnt-running\", \"metric-value\",
+                      \"metric-unit\" (after \"interval\", \"thread\" or \"cpu\")
+  -o, --output FILE   Write the report to FILE instead of stderr
+      --duration SECS With -p, -t or -a/-C and no command: stop after SECS
   -h, --help          Print help
 
-Exit status: the command's (128 + N if killed by signal N); 0 after -p; 1 when
-counting failed (no such program, an event this machine cannot count, e.g. a
-hardware event without a PMU); 2 on a usage error or an event that does not
-parse or resolve (unknown name or symbol).
+Exit status: the command's (128 + N if killed by signal N; of the last run with
+-r); 0 without a command; 1 when counting failed (no such program, no
+permission); 2 on a usage error or an event that does not parse or resolve
+(unknown name or symbol).
 ";
 
 const WATCH_HELP: &str = "\
