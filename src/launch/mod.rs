@@ -15,7 +15,7 @@
 //!
 //! # Safety
 //! Between `fork` and `exec` the child only makes async-signal-safe calls (`read`,
-//! `write`, `sigprocmask`, `signal`, `personality`, `execv`, `_exit`) on data prepared before the fork,
+//! `write`, `dup2`, `sigprocmask`, `signal`, `personality`, `execv`, `_exit`) on data prepared before the fork,
 //! as POSIX requires of a multithreaded parent.
 //!
 //! - [`Command`] → [`Stopped`] (`command.rs`): fork, wait on a pipe, `exec` when told.
