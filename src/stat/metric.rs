@@ -5,7 +5,7 @@
 //! CPU) and the wall-clock time they cover.
 
 use super::{Row, Status};
-use crate::event::{Hardware, Kind, Software};
+use crate::event::{Hardware, Kind};
 use crate::Event;
 
 /// How a count is shown: multiplied by `scale`, followed by `name`.
@@ -17,14 +17,11 @@ pub struct Unit {
     pub name: &'static str,
 }
 
-/// Whether `event` is a software clock (`task-clock`, `cpu-clock`), whose count is
-/// nanoseconds: perf shows it in msec with "CPUs utilized", and takes the rate of every
+/// Whether `event` is a software clock (`task-clock`, `cpu-clock`, whose count is
+/// nanoseconds): perf shows it in msec with "CPUs utilized", and takes the rate of every
 /// other event (`/sec`) per second of it.
-pub fn is_clock(event: &Event) -> bool {
-    matches!(
-        event.kind(),
-        Kind::Software(Software::TaskClock | Software::CpuClock)
-    )
+fn is_clock(event: &Event) -> bool {
+    event.counts_cpu_time()
 }
 
 /// The unit `event`'s count is shown in, as perf's: msec for clocks, none otherwise.
