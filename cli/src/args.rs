@@ -17,6 +17,8 @@ use crate::Failure;
 pub enum Command {
     /// Usage text: the general one, or a subcommand's.
     Help(Topic),
+    /// `perfring --version` (or `-v`, `version`): perf's `perf version`.
+    Version,
     /// `perfring doctor [--json]`.
     Doctor { json: bool },
     /// `perfring explain EVENT-FLAGS [--json]`.
@@ -105,6 +107,11 @@ pub struct WatchArgs {
     /// `--when EXPR` and its companions: report threshold crossings instead of
     /// overflows (see [`WhenArgs`]).
     pub when: Option<WhenArgs>,
+    /// `watch -o FILE`: the overflow lines and the summary go to FILE, not stdout.
+    pub output: Option<std::path::PathBuf>,
+    /// Our own output is stdout and machine-read (`watch --json`, `record -o -`): a
+    /// command's stdout goes to our stderr instead, as `perf record -o -` does.
+    pub stdout_to_stderr: bool,
 }
 
 impl WatchArgs {
@@ -112,8 +119,12 @@ impl WatchArgs {
     pub fn target(&self) -> Result<perfring::sampler::Target, Failure> {
         use perfring::sampler::Target as T;
         Ok(match (&self.command[..], self.pid, self.tid, self.cpu) {
-            ([_, ..], ..) => perfring::profiler::command(&self.command)
-                .ok_or_else(|| usage("no command given"))?,
+            ([_, ..], ..) => match perfring::profiler::command(&self.command)
+                .ok_or_else(|| usage("no command given"))?
+            {
+                T::Command(c) => T::Command(c.stdout_to_stderr(self.stdout_to_stderr)),
+                other => other,
+            },
             ([], Some(pid), _, _) => T::Pid(pid),
             ([], None, Some(tid), _) => T::Tid(tid),
             ([], None, None, Some(cpu)) => T::Cpus(vec![cpu]),
@@ -342,7 +353,7 @@ impl EventArgs {
         match (short, long) {
             (Some('e'), _) | (_, "event") => self.event = Some(string(p, "-e")?),
             (Some('c'), _) | (_, "count") => self.period = Some(number(p, "-c")?),
-            (Some('F'), _) | (_, "freq") => self.frequency = Some(number(p, "-F")?),
+            (Some('F'), _) | (_, "freq") => self.frequency = Some(frequency(p, "-F")?),
             (_, "inherit") => self.inherit = true,
             (_, "sample") => {
                 self.sample = Some(mask(
@@ -442,6 +453,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, Failur
         None => return Err(usage("no command given; try 'perfring --help'")),
         Some(Flag::Short('h')) => return Ok(Command::Help(Topic::Main)),
         Some(Flag::Long(l)) if l == "help" => return Ok(Command::Help(Topic::Main)),
+        Some(Flag::Long(l)) if l == "version" => return Ok(Command::Version),
+        Some(Flag::Short('v' | 'V')) => return Ok(Command::Version),
         Some(Flag::Value(v)) => v.into_string().map_err(|v| {
             usage(format!(
                 "command {v:?} is not valid UTF-8; try 'perfring --help'"
@@ -491,12 +504,13 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, Failur
             event.builder()?;
             Ok(Command::Explain { event, json })
         }
+        "version" => Ok(Command::Version),
         "stat" => parse_stat(&mut p),
         "watch" => parse_watch(&mut p),
         "inject" => parse_inject(&mut p),
         "record" => parse_record(&mut p),
         other => Err(usage(format!(
-            "unknown command '{other}'; the commands are doctor, explain, stat, watch, record, inject and help"
+            "unknown command '{other}'; the commands are doctor, explain, stat, watch, record, inject, help and version"
         ))),
     }
 }
@@ -643,6 +657,10 @@ fn parse_watch(p: &mut Parser) -> Result<Command, Failure> {
             (_, "stop-at") => w.stop_at = Some(positive(p, "--stop-at")?),
             (_, "stop-after") => w.stop_after = Some(positive(p, "--stop-after")?),
             (_, "json") => w.json = true,
+            (Flag::Short('o'), _) | (_, "output") => {
+                let v = p.value().map_err(|_| usage("-o needs a file name"))?;
+                w.output = Some(v.into());
+            }
             (_, "when") => when = Some(string(p, "--when")?),
             (_, "for") => {
                 wa.min_duration = Some(duration(p, "--for")?);
@@ -684,6 +702,9 @@ fn parse_watch(p: &mut Parser) -> Result<Command, Failure> {
         }
     }
     check_sampling(&w, "watch")?;
+    // JSON lines on stdout are read by a program: the command's own stdout goes to
+    // stderr, as perf record's does when its data goes to stdout.
+    w.stdout_to_stderr = w.json && w.output.is_none();
     if w.cpu.is_some() && (w.signal.is_some() || w.stop_at.is_some()) {
         return Err(usage(
             "watch: --signal and --stop-at act on the thread that overflowed, which with -C may be any process; watch -p PID, -t TID or a command instead",
@@ -770,7 +791,7 @@ fn parse_inject(p: &mut Parser) -> Result<Command, Failure> {
         match (&flag, long) {
             (Flag::Short('e'), _) | (_, "event") => events.push(string(p, "-e")?),
             (Flag::Short('c'), _) | (_, "count") => period = Some(positive(p, "-c")?),
-            (Flag::Short('F'), _) | (_, "freq") => freq = Some(positive(p, "-F")?),
+            (Flag::Short('F'), _) | (_, "freq") => freq = Some(frequency(p, "-F")?),
             (_, "action") => {
                 let a = string(p, "--action")?;
                 actions.push(a.parse::<Action>().map_err(Failure::Input)?);
@@ -836,8 +857,8 @@ fn take_sampling(flag: &Flag, p: &mut Parser, w: &mut WatchArgs) -> Result<bool,
     match (flag, long) {
         (Flag::Short('e'), _) | (_, "event") => w.events.push(string(p, "-e")?),
         (Flag::Short('c'), _) | (_, "count") => w.period = Some(positive(p, "-c")?),
-        (Flag::Short('F'), _) | (_, "freq") => w.frequency = Some(positive(p, "-F")?),
-        (Flag::Short('m'), _) | (_, "mmap-pages") => w.pages = Some(positive(p, "-m")?),
+        (Flag::Short('F'), _) | (_, "freq") => w.frequency = Some(frequency(p, "-F")?),
+        (Flag::Short('m'), _) | (_, "mmap-pages") => w.pages = Some(mmap_pages(p)?),
         (Flag::Short('p'), _) | (_, "pid") => w.pid = Some(number(p, "-p")?),
         (Flag::Short('t'), _) | (_, "tid") => w.tid = Some(number(p, "-t")?),
         (Flag::Short('C'), _) | (_, "cpu") => w.cpu = Some(number(p, "-C")?),
@@ -917,17 +938,77 @@ fn parse_record(p: &mut Parser) -> Result<Command, Failure> {
         r.format = OutputFormat::Pprof;
     }
     let stdout = r.output.as_deref() == Some(std::path::Path::new("-"));
-    if stdout && r.format == OutputFormat::Perf {
-        return Err(usage(
-            "record: perf.data cannot go to stdout (its header is rewritten at the end); give -o FILE, or --format pprof",
-        ));
-    }
+    // The profile is stdout (perf.data in perf's pipe format, or pprof): the command's
+    // own stdout goes to stderr, as perf record -o - does.
+    r.sampling.stdout_to_stderr = stdout;
     if stdout && r.push.is_some() {
         return Err(usage(
             "record: --push needs the profile in a file: give -o FILE",
         ));
     }
     Ok(Command::Record(r))
+}
+
+/// `-F HZ` as perf takes it: `max` is the kernel's maximum
+/// (`/proc/sys/kernel/perf_event_max_sample_rate`), and a rate above it is lowered to
+/// it, with perf's notices on stderr.
+fn frequency(p: &mut Parser, flag: &str) -> Result<u64, Failure> {
+    let s = string(p, flag)?;
+    let max = perfring::proc::max_sample_rate();
+    if s == "max" {
+        let max = max.ok_or_else(|| {
+            usage(format!(
+                "{flag} max: /proc/sys/kernel/perf_event_max_sample_rate cannot be read; give a rate in Hz"
+            ))
+        })?;
+        eprintln!("info: Using a maximum frequency rate of {max} Hz");
+        return Ok(max);
+    }
+    let hz = parse_u64(&s).filter(|&n| n > 0).ok_or_else(|| {
+        usage(format!(
+            "{flag} {s:?}: expected a rate in Hz (at least 1) or max"
+        ))
+    })?;
+    match max {
+        Some(max) if hz > max => {
+            eprintln!(
+                "warning: Maximum frequency rate ({max} Hz) exceeded, throttling from {hz} Hz to {max} Hz.\n         \
+                 The limit can be raised via /proc/sys/kernel/perf_event_max_sample_rate.\n         \
+                 The kernel will lower it when perf's interrupts take too long."
+            );
+            Ok(max)
+        }
+        _ => Ok(hz),
+    }
+}
+
+/// `-m PAGES` as perf takes it: a number of pages that is not a power of two is
+/// rounded up to one, and perf's notice says so.
+fn mmap_pages(p: &mut Parser) -> Result<usize, Failure> {
+    let n: usize = positive(p, "-m")?;
+    if n.is_power_of_two() {
+        return Ok(n);
+    }
+    let pages = n
+        .checked_next_power_of_two()
+        .ok_or_else(|| usage(format!("-m {n}: too many pages")))?;
+    eprintln!(
+        "rounding mmap pages size to {} ({pages} pages)",
+        size_text((pages * perfring::ring::page_size()) as u64)
+    );
+    Ok(pages)
+}
+
+/// A size as perf's `unit_number__scnprintf` writes it: divided by 1024 while the
+/// quotient stays above 1, with the unit's letter (`16K`, `1024K`, `2M`).
+fn size_text(mut n: u64) -> String {
+    const UNITS: &[u8] = b"BKMGTPE";
+    let mut i = 0;
+    while n / 1024 > 1 && i < UNITS.len() - 1 {
+        n /= 1024;
+        i += 1;
+    }
+    format!("{n}{}", char::from(UNITS[i]))
 }
 
 /// A number that must be at least 1.

@@ -31,11 +31,19 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
     let interrupts = Interrupts::block().map_err(Failure::Runtime)?;
     let started = (Instant::now(), SystemTime::now());
     // The file is created now: a bad path fails before the target runs.
+    let stdout = path == Path::new("-");
     setup = match args.format {
-        OutputFormat::Perf => setup.output(PerfData::open(&path).map_err(Failure::Runtime)?),
-        OutputFormat::Pprof if path == Path::new("-") => {
-            setup.output(Pprof::new(std::io::stdout(), "<stdout>"))
+        // perf's pipe format: `perf report -i -` reads it as it streams.
+        OutputFormat::Perf if stdout => setup.output(
+            PerfData::pipe(stdout_file().map_err(Failure::Runtime)?, "<stdout>")
+                .map_err(Failure::Runtime)?,
+        ),
+        OutputFormat::Perf => {
+            // An earlier recording becomes perf.data.old, as perf keeps it.
+            PerfData::keep_old(&path).map_err(Failure::Runtime)?;
+            setup.output(PerfData::open(&path).map_err(Failure::Runtime)?)
         }
+        OutputFormat::Pprof if stdout => setup.output(Pprof::new(std::io::stdout(), "<stdout>")),
         OutputFormat::Pprof => setup.output(Pprof::create(&path).map_err(Failure::Runtime)?),
     };
     let mut profiler = setup.start().map_err(Failure::Runtime)?;
@@ -93,6 +101,16 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
         End::TargetExited | End::Interrupted => report.exit.map(|s| s.code()),
         _ => None,
     })
+}
+
+/// Our stdout as a `File`, for the perf.data stream.
+fn stdout_file() -> perfring::Result<std::fs::File> {
+    use std::os::fd::AsFd;
+    std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .map(std::fs::File::from)
+        .map_err(|e| perfring::Error::from_errno("duplicate stdout", e))
 }
 
 /// The summary on stderr (stdout may be the profile).

@@ -50,6 +50,7 @@ impl fmt::Display for Failure {
 pub fn run(args: impl IntoIterator<Item = OsString>) -> Result<Done, Failure> {
     Ok(match crate::args::parse(args)? {
         Command::Help(topic) => help(topic).to_string().into(),
+        Command::Version => version().into(),
         Command::Doctor { json } => {
             let report = perfring::doctor::run();
             if json {
@@ -89,6 +90,11 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> Result<Done, Failure> {
     })
 }
 
+/// `perfring version X.Y.Z`, as `perf version` prints perf's.
+pub fn version() -> String {
+    format!("perfring version {}\n", env!("CARGO_PKG_VERSION"))
+}
+
 /// Usage text for `topic`.
 pub fn help(topic: Topic) -> &'static str {
     match topic {
@@ -118,7 +124,8 @@ Commands:
   help      Print this text, or a command's (perfring help explain)
 
 Options:
-  -h, --help  Print help
+  -h, --help     Print help
+  -v, --version  Print the version (also: perfring version)
 
 Exit status: 0 on success, 1 when the operation failed, 2 on a usage error;
 'stat -- COMMAND', 'watch -- COMMAND', 'record -- COMMAND' and 'inject -- COMMAND'
@@ -137,7 +144,7 @@ Options:
   -e, --event EVENT    Event, resolved inside the program: mem:SYMBOL:x (its own
                        symbols), mem:ADDR:x, cpu-clock:u, page-faults, ...
   -c, --count N        Overflow every N events
-  -F, --freq HZ        About HZ overflows a second
+  -F, --freq HZ|max    About HZ overflows a second (max: the kernel's maximum)
       --action ACTION  What to do on each overflow (repeatable):
                          record              ip, tid, time and frame-pointer stack, written
                                              to FILE as JSON lines (as watch --json) or
@@ -277,8 +284,8 @@ Usage: perfring watch [-e EVENT]... [OPTIONS] -- COMMAND [ARGS]...
 
 A command is started stopped; its counters are enabled at its exec and inherited
 by its threads and children; its exit status becomes perfring's. -p watches every
-thread the process has when the watch starts (not threads it creates later), -t
-one thread, until it exits or Ctrl-C; -C everything on one CPU until Ctrl-C.
+thread of the process, also those it creates later, -t one thread, until it exits
+or Ctrl-C; -C everything on one CPU until Ctrl-C.
 
 Each line: seconds since start, event, tid, ip and the symbol it is in, the
 period, and the event's running count. The summary: overflows, wake-ups, records
@@ -293,8 +300,11 @@ Options:
   -e, --event EVENT    An event to watch; repeat for more
   -c, --count N        Overflow every N events (default 1 for breakpoints,
                        tracepoints and uprobes)
-  -F, --freq HZ        About HZ overflows a second (default 1000 for counting events)
-  -m, --mmap-pages N   Ring data pages per event (power of two; default 64)
+  -F, --freq HZ|max    About HZ overflows a second (default 1000 for counting
+                       events); max, or more than it, is the kernel's maximum
+                       (/proc/sys/kernel/perf_event_max_sample_rate), as perf's
+  -m, --mmap-pages N   Ring data pages per event (default 64; rounded up to a
+                       power of two, with perf's notice)
       --budget N       The kernel stops each event after N overflows per thread
                        (PERF_EVENT_IOC_REFRESH). Budgets are refused on inherited
                        counters, so each thread gets its own counter, opened as
@@ -317,7 +327,11 @@ Options:
                        \"event\",\"pid\",\"tid\",\"cpu\",\"time_ns\",\"ip\",\"sym\",
                        \"sym_off\",\"period\",\"total\"}, then {\"type\":\"summary\",
                        \"overflows\",\"wakeups\",\"lost\",\"throttled\",\"duration_s\",
-                       \"exit_code\"}
+                       \"exit_code\"}. With a command and no -o, the command's
+                       stdout goes to stderr, as perf record -o - does, so
+                       that stdout holds only the JSON lines
+  -o, --output FILE    Write the lines and the summary to FILE (mode 0600)
+                       instead of stdout
   -g                   With each overflow, its call stack (--call-graph fp)
       --call-graph MODE
                        fp: the kernel walks frame pointers (code built with
@@ -405,20 +419,25 @@ Options:
   -e, --event EVENT     An event to record; repeat for more
   -c, --count N         Sample every N events (default 1 for breakpoints,
                         tracepoints and uprobes)
-  -F, --freq HZ         About HZ samples a second (default 4000 for counting events)
+  -F, --freq HZ|max     About HZ samples a second (default 4000 for counting
+                        events); max, or more than it, is the kernel's maximum
   -g                    Call stacks by frame pointers (--call-graph fp)
       --call-graph fp|dwarf[,BYTES]
                         dwarf: copy user registers and BYTES of stack (default
                         8192) per sample, for perf report to unwind (pprof gets
                         the leaf only)
   -o, --output FILE     Where to write (default perf.data, or profile.pb.gz with
-                        --format pprof); - is stdout, for pprof
+                        --format pprof); an existing perf.data becomes
+                        perf.data.old, as perf keeps it. - is stdout: perf.data
+                        in perf's pipe format (perf report -i -) or pprof; the
+                        command's stdout then goes to stderr, as perf's does
       --format perf|pprof
                         perf.data (default) or gzipped profile.proto
       --push URL        Then send the pprof profile to Pyroscope's /ingest at URL
                         (http://HOST:PORT; implies --format pprof)
       --exact-periods   One period per thread (exact N/P; see above)
-  -m, --mmap-pages N    Ring data pages per event (power of two; default 256)
+  -m, --mmap-pages N    Ring data pages per event (default 256; rounded up to
+                        a power of two, with perf's notice)
   -p, --pid PID         Record a running process
   -t, --tid TID         Record a thread
   -C, --cpu CPU         Record a CPU (needs perf_event_paranoid <= 0 or root)
