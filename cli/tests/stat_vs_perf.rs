@@ -50,8 +50,24 @@ fn with_work<'a>(args: &[&'a str]) -> Vec<&'a str> {
     all
 }
 
-/// A line's shape: each word with where it ends, numbers replaced by `N` (perf
-/// right-aligns them in fixed columns, so their ends are where the columns are).
+/// A rate's unit without its data-dependent prefix (`K/sec` is `/sec` above 1000).
+fn rate_unit(word: &str) -> &str {
+    match word.strip_suffix("/sec") {
+        Some("K" | "M" | "G" | "") => "/sec",
+        _ => word,
+    }
+}
+
+/// Whether `word` is a number as perf prints them (`1.07`, `5.60%`, `+-`-less).
+fn numeric_word(word: &str) -> bool {
+    word.chars().any(|c| c.is_ascii_digit())
+        && word
+            .chars()
+            .all(|c| c.is_ascii_digit() || ".%+-,".contains(c))
+}
+
+/// A line's shape: numbers replaced by `N` with where they end (perf right-aligns
+/// them in fixed columns), words with where they start (left-aligned).
 fn shape(line: &str) -> Vec<(String, usize)> {
     let mut out = Vec::new();
     let mut start = None;
@@ -60,11 +76,25 @@ fn shape(line: &str) -> Vec<(String, usize)> {
             (false, None) => start = Some(i),
             (true, Some(s)) => {
                 let word = &line[s..i];
-                let numeric = word.chars().any(|c| c.is_ascii_digit())
-                    && word
-                        .chars()
-                        .all(|c| c.is_ascii_digit() || ".%+-,".contains(c));
-                out.push((if numeric { "N".into() } else { word.into() }, i));
+                let numeric = numeric_word(word);
+                // `( +-%6.2f%% )`: a spread of 100% or more runs into its `+-`.
+                if let Some(rest) = word.strip_prefix("+-").filter(|r| !r.is_empty()) {
+                    out.push(("+-".into(), s));
+                    out.push((
+                        if numeric_word(rest) {
+                            "N".into()
+                        } else {
+                            rest.into()
+                        },
+                        i,
+                    ));
+                } else {
+                    out.push(if numeric {
+                        ("N".into(), i)
+                    } else {
+                        (rate_unit(word).into(), s)
+                    });
+                }
                 start = None;
             }
             _ => {}
@@ -142,7 +172,7 @@ fn csv_and_json_have_perfs_fields() {
         text.lines()
             .map(|l| {
                 let f: Vec<&str> = l.split(',').collect();
-                (f.len(), f[1].into(), f[2].into(), f[6].into())
+                (f.len(), f[1].into(), f[2].into(), rate_unit(f[6]).into())
             })
             .collect()
     };
@@ -158,7 +188,7 @@ fn csv_and_json_have_perfs_fields() {
                 let mut k: Vec<String> = o.keys().cloned().collect();
                 k.push(o["event"].to_string());
                 k.push(o["unit"].to_string());
-                k.push(o["metric-unit"].to_string());
+                k.push(rate_unit(o["metric-unit"].as_str().unwrap()).to_string());
                 k
             })
             .collect()
