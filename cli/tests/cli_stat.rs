@@ -202,6 +202,15 @@ fn default_events_are_perfs_and_a_missing_pmu_does_not_stop_the_run() {
 fn attach_to_pid_for_a_duration() {
     let mut sleeper = Command::new("sleep").arg("5").spawn().unwrap();
     let pid = sleeper.id().to_string();
+    // Attach once it sleeps (before, it may still be loading, and run).
+    let started = std::time::Instant::now();
+    while !std::fs::read_to_string(format!("/proc/{pid}/wchan"))
+        .unwrap_or_default()
+        .contains("nanosleep")
+    {
+        assert!(started.elapsed().as_secs() < 30, "sleep never slept");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let out = perfring(&["stat", "-e", "task-clock", "-p", &pid, "--duration", "0.2"]);
     sleeper.kill().unwrap();
     sleeper.wait().unwrap();
