@@ -91,6 +91,8 @@ pub struct Pipeline {
     /// Read `/proc` for a process first seen in a sample (a live recording).
     read_proc: bool,
     existing: Existing,
+    /// An existing process's records, read when it was given (see `existing`).
+    existing_records: Vec<u8>,
     /// The id synthesized records carry: the tracking counter's.
     tracking_id: u64,
     tried_proc: HashSet<u32>,
@@ -137,6 +139,7 @@ impl Pipeline {
             program: None,
             read_proc: false,
             existing: Existing::Nothing,
+            existing_records: Vec::new(),
             tracking_id: tracking
                 .unwrap_or(&events[0])
                 .ids()
@@ -189,9 +192,24 @@ impl Pipeline {
     }
 
     /// What existed before the counters, described when the pipeline starts (on the
-    /// thread it runs on: reading `/proc/kallsyms` takes a while).
+    /// thread it runs on: reading `/proc/kallsyms` takes a while). A process's threads
+    /// and mappings are read here, at once: the pipeline starts with the first records,
+    /// by when a short-lived process may have exited (and with it its `/proc` entry).
     pub fn existing(mut self, existing: Existing) -> Pipeline {
         self.existing = existing;
+        if let Existing::Process(pid) = existing {
+            let layout = self.layouts[self.events.len()];
+            let stamp = crate::synth::Stamp {
+                layout: &layout,
+                id: self.tracking_id,
+                time: 0,
+            };
+            let mut buf = Vec::new();
+            // A process that may not be read is named from its records or not at all.
+            if crate::synth::synthesize_process(pid as u32, &stamp, &mut buf).is_ok() {
+                self.existing_records = buf;
+            }
+        }
         self
     }
 
@@ -249,6 +267,12 @@ impl Pipeline {
             time: 0,
         };
         for pid in pids {
+            if let (Existing::Process(_), false) = (self.existing, self.existing_records.is_empty())
+            {
+                // Read when it was given.
+                buf.extend_from_slice(&self.existing_records);
+                continue;
+            }
             // A process that exits meanwhile, or that may not be read, is named from its
             // records or not at all.
             let _ = crate::synth::synthesize_process(pid, &stamp, &mut buf);
