@@ -632,20 +632,21 @@ fn pid_names_the_overflows_of_a_process_that_exits_at_once() {
         .read_line(&mut line)
         .unwrap();
     let pid = child.id().to_string();
-    let watch = Command::new(env!("CARGO_BIN_EXE_perfring"))
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_perfring"))
         .args(["watch", "--json", "-e", "mem:hit:x", "-c", "10", "-p", &pid])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut err = BufReader::new(watch.stderr.unwrap());
+    let mut err = BufReader::new(watch.stderr.take().unwrap());
     let mut notice = String::new();
     err.read_line(&mut notice).unwrap();
     assert!(notice.contains("attached to process"), "{notice}");
     child.stdin.take().unwrap().write_all(b"g").unwrap();
     assert!(child.wait().unwrap().success());
     let mut text = String::new();
-    std::io::Read::read_to_string(&mut watch.stdout.unwrap(), &mut text).unwrap();
+    std::io::Read::read_to_string(&mut watch.stdout.take().unwrap(), &mut text).unwrap();
+    assert!(watch.wait().unwrap().success());
     let (overflows, summary) = json_lines(&text);
     assert_eq!(summary["overflows"], 30, "{text}");
     for o in &overflows {
