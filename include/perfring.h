@@ -171,6 +171,10 @@ typedef void (*perfring_overflow_fn)(const struct perfring_overflow *overflow, v
 extern "C" {
 #endif // __cplusplus
 
+// The library's version, `"MAJOR.MINOR.PATCH"` (the crates' version): a static,
+// NUL-terminated string, never NULL.
+const char *perfring_version(void);
+
 // The message of this thread's last failed call: what failed, why, and the fix.
 // Never NULL (empty if nothing failed); valid until the thread's next failing call.
 const char *perfring_last_error(void);

@@ -77,6 +77,22 @@ impl Interrupts {
     }
 }
 
+impl Interrupts {
+    /// Waits up to `timeout` for `SIGINT` or `SIGTERM` and consumes it
+    /// (`sigtimedwait`); `None` when the time passed first.
+    #[doc(alias = "sigtimedwait")]
+    pub fn wait(&self, timeout: std::time::Duration) -> Option<i32> {
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: `set` is an initialised sigset_t and `ts` a valid timespec; a null
+        // siginfo pointer is allowed. EINTR (another signal's handler ran) is "none".
+        let r = unsafe { libc::sigtimedwait(&self.set, std::ptr::null_mut(), &ts) };
+        (r > 0).then_some(r)
+    }
+}
+
 impl Drop for Interrupts {
     fn drop(&mut self) {
         // SAFETY: restores the mask saved by `block` from a valid sigset_t.

@@ -216,7 +216,9 @@ impl InjectConfig {
     ///
     /// # Errors
     /// [`ErrorKind::InvalidArgument`] with the fix when there is no event or action,
-    /// or an event contains `;` (the separator of `PERFRING_EVENT`).
+    /// an event contains `;` (the separator of `PERFRING_EVENT`), or a frequency is
+    /// given for an event other than a clock (its samples' periods are unknowable in
+    /// the program).
     pub fn validate(&self) -> Result<()> {
         if self.events.is_empty() {
             return Err(usage(
@@ -239,6 +241,20 @@ impl InjectConfig {
                 "give one with --action: record, hook:LIB.so:SYMBOL, abort-at:N or stop-at:N",
             ));
         }
+        if let Rate::Frequency(hz) = self.rate {
+            // A clock under a frequency has the fixed period 1e9/HZ; any other event's
+            // period is adapted per thread by the kernel, and the handler cannot learn
+            // it: SIGTRAP carries no period, and an inherited counter cannot be read
+            // per thread. Its samples would carry a made-up period.
+            let clock = |e: &String| crate::Event::parse(e).is_ok_and(|e| e.counts_cpu_time());
+            if let Some(e) = self.events.iter().find(|e| !clock(e)) {
+                return Err(usage(
+                    format!("inject -F {hz} -e {e}"),
+                    "under a frequency the kernel adapts each thread's period of this event, and the injector's handler cannot learn it (SIGTRAP carries no period; an inherited counter cannot be read per thread), so its samples would carry a wrong period",
+                    "give a period (-c N), or sample a clock (cpu-clock, task-clock: the kernel fixes their period at 1e9/HZ), or record it with perfring record -F",
+                ));
+            }
+        }
         match self.rate {
             Rate::Period(0) | Rate::Frequency(0) => Err(usage(
                 "inject",
@@ -246,6 +262,16 @@ impl InjectConfig {
                 "give -c N or -F HZ with N, HZ > 0",
             )),
             _ => Ok(()),
+        }
+    }
+
+    /// The period every sample of this configuration carries: `-c N`'s N, or under
+    /// `-F HZ` (clocks only, see [`validate`](Self::validate)) the kernel's fixed
+    /// `1e9 / HZ` nanoseconds.
+    pub fn sample_period(&self) -> u64 {
+        match self.rate {
+            Rate::Period(n) => n,
+            Rate::Frequency(hz) => 1_000_000_000 / hz.max(1),
         }
     }
 

@@ -44,6 +44,7 @@ pub mod ring;
 pub mod sampler;
 #[cfg(feature = "profile")]
 pub mod space;
+pub mod stat;
 pub mod stream;
 #[cfg(feature = "profile")]
 pub mod symbolize;

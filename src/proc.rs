@@ -184,6 +184,17 @@ pub fn state(pid: libc::pid_t) -> Option<char> {
     after.split_whitespace().next()?.chars().next()
 }
 
+/// `kernel.perf_event_max_sample_rate` (`/proc/sys/kernel/perf_event_max_sample_rate`):
+/// the most overflows a second the kernel allows an event in frequency mode, which it
+/// lowers when overflow handling takes too long. `None` if it cannot be read.
+pub fn max_sample_rate() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_max_sample_rate")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -128,7 +128,7 @@ fn a_pipe_is_refused_with_a_fix() {
     let attr = *perfring::Counter::builder("cpu-clock").unwrap().attr();
     let ev = [perfring::output::EventInfo::new("cpu-clock", attr, vec![1]).unwrap()];
     let e = PerfData::new(file, "<pipe>", &ev, &[]).unwrap_err();
-    assert!(e.to_string().contains("--format pprof"), "{e}");
+    assert!(e.to_string().contains("PerfData::pipe"), "{e}");
     // pprof, which is written at the end, takes any writer.
     let _ = Pprof::new(Vec::new(), "<mem>");
 }

@@ -356,6 +356,18 @@ fn sigtrap_trampoline(i: &SigtrapInfo, data: usize) {
     unsafe { (t.cb)(&o, t.user) };
 }
 
+/// The library's version, `"MAJOR.MINOR.PATCH"` (the crates' version): a static,
+/// NUL-terminated string, never NULL.
+#[no_mangle]
+pub extern "C" fn perfring_version() -> *const c_char {
+    const VERSION: &CStr =
+        match CStr::from_bytes_with_nul(concat!(env!("CARGO_PKG_VERSION"), "\0").as_bytes()) {
+            Ok(v) => v,
+            Err(_) => c"",
+        };
+    VERSION.as_ptr()
+}
+
 /// The message of this thread's last failed call: what failed, why, and the fix.
 /// Never NULL (empty if nothing failed); valid until the thread's next failing call.
 #[no_mangle]

@@ -17,6 +17,8 @@ use crate::Failure;
 pub enum Command {
     /// Usage text: the general one, or a subcommand's.
     Help(Topic),
+    /// `perfring --version` (or `-v`, `version`): perf's `perf version`.
+    Version,
     /// `perfring doctor [--json]`.
     Doctor { json: bool },
     /// `perfring explain EVENT-FLAGS [--json]`.
@@ -174,6 +176,11 @@ pub struct WatchArgs {
     /// `--when EXPR` and its companions: report threshold crossings instead of
     /// overflows (see [`WhenArgs`]).
     pub when: Option<WhenArgs>,
+    /// `watch -o FILE`: the overflow lines and the summary go to FILE, not stdout.
+    pub output: Option<std::path::PathBuf>,
+    /// Our own output is stdout and machine-read (`watch --json`, `record -o -`): a
+    /// command's stdout goes to our stderr instead, as `perf record -o -` does.
+    pub stdout_to_stderr: bool,
 }
 
 impl WatchArgs {
@@ -182,8 +189,12 @@ impl WatchArgs {
         use perfring::sampler::Target as T;
         Ok(
             match (&self.command[..], self.pid, self.tid, self.cpus.clone()) {
-                ([_, ..], ..) => perfring::profiler::command(&self.command)
-                    .ok_or_else(|| usage("no command given"))?,
+                ([_, ..], ..) => match perfring::profiler::command(&self.command)
+                    .ok_or_else(|| usage("no command given"))?
+                {
+                    T::Command(c) => T::Command(c.stdout_to_stderr(self.stdout_to_stderr)),
+                    other => other,
+                },
                 ([], Some(pid), _, _) => T::Pid(pid),
                 ([], None, Some(tid), _) => T::Tid(tid),
                 ([], None, None, Some(cpus)) => T::Cpus(cpus),
@@ -273,27 +284,86 @@ pub struct WhenArgs {
     pub per_process: bool,
 }
 
-/// `perfring stat`'s flags.
+/// `perfring stat`'s flags: perf stat's.
 #[derive(Debug, Default, Clone)]
 pub struct StatArgs {
-    /// `-e EVENT`, repeatable (and comma-free: one event per flag).
+    /// `-e EVENT[,EVENT...]`, repeatable.
     pub events: Vec<String>,
     /// `-p PID`: count a running process instead of a command.
     pub pid: Option<i32>,
-    /// `--duration SECS`: with `-p`, stop after this long.
-    pub duration: Option<std::time::Duration>,
-    /// `--json`.
+    /// `-t TID`: count one running thread.
+    pub tid: Option<i32>,
+    /// `-a` (every online CPU) or `-C LIST`: count everything on these CPUs.
+    pub cpus: Option<CpuChoice>,
+    /// `-A` (`--no-aggr`): one line per CPU with `-a`/`-C`.
+    pub no_aggr: bool,
+    /// `--per-thread`: one line per thread with `-p`/`-t`.
+    pub per_thread: bool,
+    /// `-I MS`: print the counts of every MS milliseconds.
+    pub interval: Option<std::time::Duration>,
+    /// `-r N`: run the command N times; means and their spread.
+    pub repeat: u32,
+    /// `-x SEP`: CSV with this separator.
+    pub csv: Option<String>,
+    /// `-j`/`--json`: one JSON object per line, with perf's field names.
     pub json: bool,
+    /// `-o FILE`: the report goes to FILE instead of stderr.
+    pub output: Option<std::path::PathBuf>,
+    /// `--duration SECS`: with `-p`, `-t` or CPUs and no command, stop after this long.
+    pub duration: Option<std::time::Duration>,
     /// The command and its arguments.
     pub command: Vec<OsString>,
 }
 
-/// The events `perf stat` counts by default that need no hardware PMU.
+/// `-a` or `-C LIST`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CpuChoice {
+    /// `-a`: every online CPU ("system wide").
+    All,
+    /// `-C LIST`: these CPUs, and the list as written.
+    List(Vec<i32>, String),
+}
+
+/// Splits perf's comma-separated event list (`-e task-clock,page-faults`), keeping
+/// the commas of a PMU's term list (`cpu/event=0x3c,umask=0/`) inside their event.
+pub fn split_events(list: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut current = String::new();
+    for piece in list.split(',') {
+        if !current.is_empty() {
+            current.push(',');
+        }
+        current.push_str(piece);
+        // Inside `pmu/terms/`: a '/' before any ':' opened a term list that an
+        // odd number of slashes has not closed yet.
+        let in_terms = match (current.find('/'), current.find(':')) {
+            (Some(slash), colon) if colon.is_none_or(|c| slash < c) => {
+                current.matches('/').count() % 2 == 1
+            }
+            _ => false,
+        };
+        if !in_terms {
+            out.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out.retain(|e| !e.is_empty());
+    out
+}
+
+/// The events `perf stat` counts by default (perf 6.1's list: the hardware ones show
+/// `<not supported>` on a machine without a hardware PMU, as perf's do).
 pub const DEFAULT_STAT_EVENTS: &[&str] = &[
     "task-clock",
     "context-switches",
     "cpu-migrations",
     "page-faults",
+    "cycles",
+    "instructions",
+    "branches",
+    "branch-misses",
 ];
 
 /// Which usage text to print.
@@ -369,7 +439,7 @@ impl EventArgs {
         match (short, long) {
             (Some('e'), _) | (_, "event") => self.event = Some(string(p, "-e")?),
             (Some('c'), _) | (_, "count") => self.period = Some(number(p, "-c")?),
-            (Some('F'), _) | (_, "freq") => self.frequency = Some(number(p, "-F")?),
+            (Some('F'), _) | (_, "freq") => self.frequency = Some(frequency(p, "-F")?),
             (_, "inherit") => self.inherit = true,
             (_, "sample") => {
                 self.sample = Some(mask(
@@ -469,6 +539,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, Failur
         None => return Err(usage("no command given; try 'perfring --help'")),
         Some(Flag::Short('h')) => return Ok(Command::Help(Topic::Main)),
         Some(Flag::Long(l)) if l == "help" => return Ok(Command::Help(Topic::Main)),
+        Some(Flag::Long(l)) if l == "version" => return Ok(Command::Version),
+        Some(Flag::Short('v' | 'V')) => return Ok(Command::Version),
         Some(Flag::Value(v)) => v.into_string().map_err(|v| {
             usage(format!(
                 "command {v:?} is not valid UTF-8; try 'perfring --help'"
@@ -518,26 +590,63 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Command, Failur
             event.builder()?;
             Ok(Command::Explain { event, json })
         }
+        "version" => Ok(Command::Version),
         "stat" => parse_stat(&mut p),
         "watch" => parse_watch(&mut p),
         "inject" => parse_inject(&mut p),
         "record" => parse_record(&mut p),
         "report" => parse_report(&mut p),
         other => Err(usage(format!(
-            "unknown command '{other}'; the commands are doctor, explain, stat, watch, record, report, inject and help"
+            "unknown command '{other}'; the commands are doctor, explain, stat, watch, record, report, inject, help and version"
         ))),
     }
 }
 
 fn parse_stat(p: &mut Parser) -> Result<Command, Failure> {
-    let mut stat = StatArgs::default();
+    let mut stat = StatArgs {
+        repeat: 1,
+        ..StatArgs::default()
+    };
     while let Some(flag) = next(p)? {
-        match flag {
-            Flag::Short('e') => stat.events.push(string(p, "-e")?),
-            Flag::Long(l) if l == "event" => stat.events.push(string(p, "--event")?),
-            Flag::Short('p') => stat.pid = Some(number(p, "-p")?),
-            Flag::Long(l) if l == "pid" => stat.pid = Some(number(p, "--pid")?),
-            Flag::Long(l) if l == "duration" => {
+        let long = match &flag {
+            Flag::Long(l) => l.as_str(),
+            _ => "",
+        };
+        match (&flag, long) {
+            (Flag::Short('e'), _) | (_, "event") => {
+                stat.events.extend(split_events(&string(p, "-e")?))
+            }
+            (Flag::Short('p'), _) | (_, "pid") => stat.pid = Some(number(p, "-p")?),
+            (Flag::Short('t'), _) | (_, "tid") => stat.tid = Some(number(p, "-t")?),
+            (Flag::Short('a'), _) | (_, "all-cpus") => stat.cpus = Some(CpuChoice::All),
+            (Flag::Short('C'), _) | (_, "cpu") => {
+                let s = string(p, "-C")?;
+                let list = perfring::counter::parse_cpu_list(&s)
+                    .filter(|l| !l.is_empty())
+                    .ok_or_else(|| {
+                        usage(format!("-C {s:?}: expected a CPU list such as 0 or 0-3,5"))
+                    })?;
+                stat.cpus = Some(CpuChoice::List(list, s));
+            }
+            (Flag::Short('A'), _) | (_, "no-aggr") => stat.no_aggr = true,
+            (_, "per-thread") => stat.per_thread = true,
+            (Flag::Short('I'), _) | (_, "interval-print") => {
+                let ms: u64 = positive(p, "-I")?;
+                if ms < 10 {
+                    return Err(usage(format!(
+                        "-I {ms}: print interval must be >= 10ms (as perf's)"
+                    )));
+                }
+                stat.interval = Some(std::time::Duration::from_millis(ms));
+            }
+            (Flag::Short('r'), _) | (_, "repeat") => stat.repeat = positive(p, "-r")?,
+            (Flag::Short('x'), _) | (_, "field-separator") => stat.csv = Some(string(p, "-x")?),
+            (Flag::Short('j'), _) | (_, "json") => stat.json = true,
+            (Flag::Short('o'), _) | (_, "output") => {
+                let v = p.value().map_err(|_| usage("-o needs a file name"))?;
+                stat.output = Some(v.into());
+            }
+            (_, "duration") => {
                 let s = string(p, "--duration")?;
                 let secs = s
                     .parse::<f64>()
@@ -550,33 +659,55 @@ fn parse_stat(p: &mut Parser) -> Result<Command, Failure> {
                     })?;
                 stat.duration = Some(std::time::Duration::from_secs_f64(secs));
             }
-            Flag::Long(l) if l == "json" => stat.json = true,
-            f if is_help(&f) => return Ok(Command::Help(Topic::Stat)),
-            Flag::Value(program) => {
+            (f, _) if is_help(f) => return Ok(Command::Help(Topic::Stat)),
+            (Flag::Value(program), _) => {
                 // The command's own flags are its business, not ours.
-                stat.command.push(program);
+                stat.command.push(program.clone());
                 stat.command.extend(p.raw_args().map_err(lexopt_error)?);
             }
-            other => return Err(unknown("stat", &other)),
+            (other, _) => return Err(unknown("stat", other)),
         }
     }
-    match (stat.pid, stat.command.is_empty()) {
-        (Some(_), false) => {
-            return Err(usage(
-                "stat: give either -p PID or a command (-- COMMAND ARGS), not both",
-            ))
-        }
-        (None, true) => {
-            return Err(usage(
-                "stat: nothing to count: give a command (perfring stat -e EVENT -- COMMAND ARGS) or -p PID",
-            ))
-        }
-        _ => {}
-    }
-    if stat.duration.is_some() && stat.pid.is_none() {
+    let has_command = !stat.command.is_empty();
+    let tasks = usize::from(stat.pid.is_some()) + usize::from(stat.tid.is_some());
+    if tasks + usize::from(has_command) > 1 {
         return Err(usage(
-            "stat: --duration goes with -p PID; a command is counted until it exits",
+            "stat: give one of -p PID, -t TID or a command (-- COMMAND ARGS)",
         ));
+    }
+    if tasks > 0 && stat.cpus.is_some() {
+        return Err(usage(
+            "stat: -a/-C count whole CPUs; -p/-t count threads: give one or the other",
+        ));
+    }
+    if tasks + usize::from(has_command) == 0 && stat.cpus.is_none() {
+        return Err(usage(
+            "stat: nothing to count: give a command (perfring stat -e EVENT -- COMMAND ARGS), -p PID, -t TID, or -a/-C CPUS",
+        ));
+    }
+    if stat.duration.is_some() && has_command {
+        return Err(usage(
+            "stat: --duration goes with -p PID, -t TID or -a/-C; a command is counted until it exits",
+        ));
+    }
+    if stat.per_thread && tasks == 0 {
+        return Err(usage(
+            "stat: the --per-thread option is only available when monitoring via -p or -t (as perf's)",
+        ));
+    }
+    if stat.no_aggr && stat.cpus.is_none() {
+        return Err(usage("stat: -A (one line per CPU) goes with -a or -C"));
+    }
+    if stat.repeat > 1 && !has_command {
+        return Err(usage(
+            "stat: -r N repeats a command: give one (-- COMMAND ARGS)",
+        ));
+    }
+    if stat.repeat > 1 && stat.interval.is_some() {
+        return Err(usage("stat: -r and -I do not go together (as in perf)"));
+    }
+    if stat.json && stat.csv.is_some() {
+        return Err(usage("stat: -x (CSV) and --json are exclusive: give one"));
     }
     if stat.events.is_empty() {
         stat.events = DEFAULT_STAT_EVENTS.iter().map(|e| e.to_string()).collect();
@@ -613,6 +744,10 @@ fn parse_watch(p: &mut Parser) -> Result<Command, Failure> {
             (_, "stop-at") => w.stop_at = Some(positive(p, "--stop-at")?),
             (_, "stop-after") => w.stop_after = Some(positive(p, "--stop-after")?),
             (_, "json") => w.json = true,
+            (Flag::Short('o'), _) | (_, "output") => {
+                let v = p.value().map_err(|_| usage("-o needs a file name"))?;
+                w.output = Some(v.into());
+            }
             (_, "when") => when = Some(string(p, "--when")?),
             (_, "for") => {
                 wa.min_duration = Some(duration(p, "--for")?);
@@ -654,6 +789,9 @@ fn parse_watch(p: &mut Parser) -> Result<Command, Failure> {
         }
     }
     check_sampling(&w, "watch")?;
+    // JSON lines on stdout are read by a program: the command's own stdout goes to
+    // stderr, as perf record's does when its data goes to stdout.
+    w.stdout_to_stderr = w.json && w.output.is_none();
     if w.cpus.is_some() && (w.signal.is_some() || w.stop_at.is_some()) {
         return Err(usage(
             "watch: --signal and --stop-at act on the thread that overflowed, which with -C may be any process; watch -p PID, -t TID or a command instead",
@@ -740,7 +878,7 @@ fn parse_inject(p: &mut Parser) -> Result<Command, Failure> {
         match (&flag, long) {
             (Flag::Short('e'), _) | (_, "event") => events.push(string(p, "-e")?),
             (Flag::Short('c'), _) | (_, "count") => period = Some(positive(p, "-c")?),
-            (Flag::Short('F'), _) | (_, "freq") => freq = Some(positive(p, "-F")?),
+            (Flag::Short('F'), _) | (_, "freq") => freq = Some(frequency(p, "-F")?),
             (_, "action") => {
                 let a = string(p, "--action")?;
                 actions.push(a.parse::<Action>().map_err(Failure::Input)?);
@@ -806,8 +944,8 @@ fn take_sampling(flag: &Flag, p: &mut Parser, w: &mut WatchArgs) -> Result<bool,
     match (flag, long) {
         (Flag::Short('e'), _) | (_, "event") => w.events.push(string(p, "-e")?),
         (Flag::Short('c'), _) | (_, "count") => w.period = Some(positive(p, "-c")?),
-        (Flag::Short('F'), _) | (_, "freq") => w.frequency = Some(positive(p, "-F")?),
-        (Flag::Short('m'), _) | (_, "mmap-pages") => w.pages = Some(positive(p, "-m")?),
+        (Flag::Short('F'), _) | (_, "freq") => w.frequency = Some(frequency(p, "-F")?),
+        (Flag::Short('m'), _) | (_, "mmap-pages") => w.pages = Some(mmap_pages(p)?),
         (Flag::Short('p'), _) | (_, "pid") => w.pid = Some(number(p, "-p")?),
         (Flag::Short('t'), _) | (_, "tid") => w.tid = Some(number(p, "-t")?),
         (Flag::Short('C'), _) | (_, "cpu") => {
@@ -911,11 +1049,9 @@ fn parse_record(p: &mut Parser) -> Result<Command, Failure> {
     check_sampling(&r.sampling, "record")?;
     check_push(&mut r)?;
     let stdout = r.output.as_deref() == Some(std::path::Path::new("-"));
-    if stdout && r.format == OutputFormat::Perf {
-        return Err(usage(
-            "record: perf.data cannot go to stdout (its header is rewritten at the end); give -o FILE, or --format pprof",
-        ));
-    }
+    // The profile is stdout (perf.data in perf's pipe format, or another format): the
+    // command's own stdout goes to stderr, as perf record -o - does.
+    r.sampling.stdout_to_stderr = stdout;
     Ok(Command::Record(r))
 }
 
@@ -1159,6 +1295,68 @@ fn parse_report(p: &mut Parser) -> Result<Command, Failure> {
     Ok(Command::Report(r))
 }
 
+/// `-F HZ` as perf takes it: `max` is the kernel's maximum
+/// (`/proc/sys/kernel/perf_event_max_sample_rate`), and a rate above it is lowered to
+/// it, with perf's notices on stderr.
+fn frequency(p: &mut Parser, flag: &str) -> Result<u64, Failure> {
+    let s = string(p, flag)?;
+    let max = perfring::proc::max_sample_rate();
+    if s == "max" {
+        let max = max.ok_or_else(|| {
+            usage(format!(
+                "{flag} max: /proc/sys/kernel/perf_event_max_sample_rate cannot be read; give a rate in Hz"
+            ))
+        })?;
+        eprintln!("info: Using a maximum frequency rate of {max} Hz");
+        return Ok(max);
+    }
+    let hz = parse_u64(&s).filter(|&n| n > 0).ok_or_else(|| {
+        usage(format!(
+            "{flag} {s:?}: expected a rate in Hz (at least 1) or max"
+        ))
+    })?;
+    match max {
+        Some(max) if hz > max => {
+            eprintln!(
+                "warning: Maximum frequency rate ({max} Hz) exceeded, throttling from {hz} Hz to {max} Hz.\n         \
+                 The limit can be raised via /proc/sys/kernel/perf_event_max_sample_rate.\n         \
+                 The kernel will lower it when perf's interrupts take too long."
+            );
+            Ok(max)
+        }
+        _ => Ok(hz),
+    }
+}
+
+/// `-m PAGES` as perf takes it: a number of pages that is not a power of two is
+/// rounded up to one, and perf's notice says so.
+fn mmap_pages(p: &mut Parser) -> Result<usize, Failure> {
+    let n: usize = positive(p, "-m")?;
+    if n.is_power_of_two() {
+        return Ok(n);
+    }
+    let pages = n
+        .checked_next_power_of_two()
+        .ok_or_else(|| usage(format!("-m {n}: too many pages")))?;
+    eprintln!(
+        "rounding mmap pages size to {} ({pages} pages)",
+        size_text((pages * perfring::ring::page_size()) as u64)
+    );
+    Ok(pages)
+}
+
+/// A size as perf's `unit_number__scnprintf` writes it: divided by 1024 while the
+/// quotient stays above 1, with the unit's letter (`16K`, `1024K`, `2M`).
+fn size_text(mut n: u64) -> String {
+    const UNITS: &[u8] = b"BKMGTPE";
+    let mut i = 0;
+    while n / 1024 > 1 && i < UNITS.len() - 1 {
+        n /= 1024;
+        i += 1;
+    }
+    format!("{n}{}", char::from(UNITS[i]))
+}
+
 /// A number that must be at least 1.
 fn positive<T: TryFrom<u64>>(p: &mut Parser, flag: &str) -> Result<T, Failure> {
     let n: u64 = number(p, flag)?;
@@ -1309,7 +1507,12 @@ mod tests {
             Err(Failure::Input(_))
         ));
         assert!(err("stat -e cpu-clock").contains("nothing to count"));
-        assert!(err("stat -p 1 -- true").contains("not both"));
+        assert!(err("stat -p 1 -- true").contains("give one of"));
+        assert!(err("stat -p 1 -a").contains("one or the other"));
+        assert!(err("stat --per-thread -- true").contains("-p or -t"));
+        assert!(err("stat -r 3 -p 1").contains("repeats a command"));
+        assert!(err("stat -I 5 -- true").contains(">= 10ms"));
+        assert!(err("stat -C x -- true").contains("CPU list"));
         assert!(err("stat --duration 1 -- true").contains("-p PID"));
         assert!(err("stat -p 1 --duration -3").contains("--duration"));
         assert!(err("watch --when cs>1/s -e cs -- true").contains("-e does not go with it"));
@@ -1358,6 +1561,16 @@ mod tests {
         };
         assert_eq!((s.pid, s.json), (Some(9), true));
         assert_eq!(s.events.len(), DEFAULT_STAT_EVENTS.len());
+        let Ok(Command::Stat(s)) =
+            parse_str("stat -e task-clock,cpu/event=0x3c,umask=0/,mem:0x10/4:w -x ; -r 3 ls")
+        else {
+            panic!()
+        };
+        assert_eq!(
+            s.events,
+            ["task-clock", "cpu/event=0x3c,umask=0/", "mem:0x10/4:w"]
+        );
+        assert_eq!((s.csv.as_deref(), s.repeat), (Some(";"), 3));
     }
 
     #[test]

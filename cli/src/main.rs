@@ -13,6 +13,7 @@ mod record;
 mod report;
 mod run;
 mod stat;
+mod stat_table;
 mod trigger;
 mod watch;
 

@@ -13,7 +13,16 @@ use crate::Failure;
 pub fn open(format: OutputFormat, path: &Path) -> Result<Box<dyn Output>, Failure> {
     let stdout = path == Path::new("-");
     let out: Box<dyn Output> = match format {
-        OutputFormat::Perf => Box::new(PerfData::open(path).map_err(Failure::Runtime)?),
+        // perf's pipe format: `perf report -i -` reads it as it streams.
+        OutputFormat::Perf if stdout => Box::new(
+            PerfData::pipe(stdout_file().map_err(Failure::Runtime)?, "<stdout>")
+                .map_err(Failure::Runtime)?,
+        ),
+        OutputFormat::Perf => {
+            // An earlier recording becomes perf.data.old, as perf keeps it.
+            PerfData::keep_old(path).map_err(Failure::Runtime)?;
+            Box::new(PerfData::open(path).map_err(Failure::Runtime)?)
+        }
         OutputFormat::Pprof if stdout => Box::new(Pprof::new(std::io::stdout(), "<stdout>")),
         OutputFormat::Pprof => Box::new(Pprof::create(path).map_err(Failure::Runtime)?),
         OutputFormat::Svg if stdout => Box::new(FlameGraph::new(std::io::stdout(), "<stdout>")),
@@ -26,4 +35,14 @@ pub fn open(format: OutputFormat, path: &Path) -> Result<Box<dyn Output>, Failur
         OutputFormat::Firefox => Box::new(FirefoxProfile::create(path).map_err(Failure::Runtime)?),
     };
     Ok(out)
+}
+
+/// Our stdout as a `File` (a duplicate of fd 1), for writers that take one.
+fn stdout_file() -> perfring::Result<std::fs::File> {
+    use std::os::fd::AsFd;
+    std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .map(std::fs::File::from)
+        .map_err(|e| perfring::Error::from_errno("duplicate stdout", e))
 }

@@ -50,6 +50,7 @@ impl fmt::Display for Failure {
 pub fn run(args: impl IntoIterator<Item = OsString>) -> Result<Done, Failure> {
     Ok(match crate::args::parse(args)? {
         Command::Help(topic) => help(topic).to_string().into(),
+        Command::Version => version().into(),
         Command::Doctor { json } => {
             let report = perfring::doctor::run();
             if json {
@@ -101,18 +102,17 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> Result<Done, Failure> {
             child_exit: record::run(&args)?,
         },
         Command::Report(args) => report::run(&args)?.into(),
-        Command::Stat(args) => {
-            let report = stat::run(&args)?;
-            Done {
-                text: if args.json {
-                    stat::json(&report).to_string() + "\n"
-                } else {
-                    stat::text(&report)
-                },
-                child_exit: report.exit_code,
-            }
-        }
+        Command::Stat(args) => Done {
+            // The report went to stderr (or -o FILE), as perf stat's does.
+            text: String::new(),
+            child_exit: stat::run(&args)?,
+        },
     })
+}
+
+/// `perfring version X.Y.Z`, as `perf version` prints perf's.
+pub fn version() -> String {
+    format!("perfring version {}\n", env!("CARGO_PKG_VERSION"))
 }
 
 /// Usage text for `topic`.
@@ -149,7 +149,8 @@ Commands:
   help      Print this text, or a command's (perfring help explain)
 
 Options:
-  -h, --help  Print help
+  -h, --help     Print help
+  -v, --version  Print the version (also: perfring version)
 
 Exit status: 0 on success, 1 when the operation failed, 2 on a usage error;
 'stat -- COMMAND', 'watch -- COMMAND', 'record -- COMMAND' and 'inject -- COMMAND'
@@ -168,7 +169,7 @@ Options:
   -e, --event EVENT    Event, resolved inside the program: mem:SYMBOL:x (its own
                        symbols), mem:ADDR:x, cpu-clock:u, page-faults, ...
   -c, --count N        Overflow every N events
-  -F, --freq HZ        About HZ overflows a second
+  -F, --freq HZ|max    About HZ overflows a second (max: the kernel's maximum)
       --action ACTION  What to do on each overflow (repeatable):
                          record              ip, tid, time and frame-pointer stack, written
                                              to FILE as JSON lines (as watch --json) or
@@ -242,18 +243,27 @@ Options:
 ";
 
 const STAT_HELP: &str = "\
-Count events over a command's whole run, or a running process, like perf stat.
+Count events over a command's whole run, a running process or thread, or CPUs,
+and print them as perf stat does (to stderr, so the command's stdout stays its own).
 
-Usage: perfring stat [-e EVENT]... [--json] [--] COMMAND [ARGS]...
-       perfring stat [-e EVENT]... [--json] -p PID [--duration SECS]
+Usage: perfring stat [-e EVENT[,EVENT]...] [OPTIONS] [--] COMMAND [ARGS]...
+       perfring stat [-e EVENT...] [OPTIONS] (-p PID | -t TID | -a | -C CPUS) [--duration SECS]
 
 The command is started stopped, the counters are attached (inherited by its
 threads and children, enabled at its exec), and then it runs; its exit status
-becomes perfring's. With -p, counting lasts until the process exits, Ctrl-C,
-or --duration. Counts multiplexed off the PMU are scaled by enabled/running
-time and shown with the percentage of time they ran.
+becomes perfring's. With -p/-t, counting lasts until it exits, Ctrl-C or
+--duration; with -a/-C and no command, until Ctrl-C or --duration.
 
-Events (default: task-clock, context-switches, cpu-migrations, page-faults):
+The table is perf stat's: clocks in msec with \"CPUs utilized\", other events with
+their rate per second of task time (/sec), then seconds time elapsed, user and
+sys. An event this machine cannot count (cycles without a hardware PMU) is shown
+<not supported> and the others are counted; one that never ran is <not counted>;
+counts multiplexed off the PMU are scaled by enabled/running time and shown with
+the share of time they ran, (xx.xx%). As a user at perf_event_paranoid 2 the
+events count user space only and are named :u, as perf's.
+
+Events (default: perf's: task-clock, context-switches, cpu-migrations,
+page-faults, cycles, instructions, branches, branch-misses):
   any perf event string    cpu-clock, page-faults:u, mem:0x1000/4:w, sched:sched_switch
   mem:SYMBOL[+OFF][/LEN][:ACCESS]
                            A breakpoint on a symbol of the program (ACCESS r, w,
@@ -261,18 +271,32 @@ Events (default: task-clock, context-switches, cpu-migrations, page-faults):
   uprobe:PATH:SYMBOL[+OFF] A uprobe on a function of any ELF file
 
 Options:
-  -e, --event EVENT   An event to count; repeat for more
-  -p, --pid PID       Count a running process instead of a command
-      --duration SECS With -p: stop after SECS seconds (fractions allowed)
-      --json          Print one JSON object: {\"events\":[{\"event\",\"value\",
-                      \"scaled\",\"time_enabled\",\"time_running\"}],
-                      \"duration_s\",\"exit_code\"}
+  -e, --event EVENT   Events to count, comma-separated; repeat for more
+  -p, --pid PID       Count a running process (every thread it has)
+  -t, --tid TID       Count a running thread
+  -a, --all-cpus      Count everything on every CPU (root or paranoid <= 0)
+  -C, --cpu CPUS      Count everything on these CPUs (0 or 0-3,5)
+  -A, --no-aggr       With -a/-C: a line per CPU
+      --per-thread    With -p/-t: a line per thread (comm-tid)
+  -I, --interval-print MS
+                      Print the counts of each MS milliseconds (>= 10) as it ends
+  -r, --repeat N      Run the command N times: means, and each one's spread
+                      ( +- x% , the standard deviation of the mean)
+  -x, --field-separator SEP
+                      CSV: value,unit,event,[spread%,]run time,running %,
+                      metric,metric unit
+  -j, --json          One JSON object per line, with perf's field names:
+                      \"counter-value\", \"unit\", \"event\", [\"variance\"],
+                      \"event-runtime\", \"pcnt-running\", \"metric-value\",
+                      \"metric-unit\" (after \"interval\", \"thread\" or \"cpu\")
+  -o, --output FILE   Write the report to FILE instead of stderr
+      --duration SECS With -p, -t or -a/-C and no command: stop after SECS
   -h, --help          Print help
 
-Exit status: the command's (128 + N if killed by signal N); 0 after -p; 1 when
-counting failed (no such program, an event this machine cannot count, e.g. a
-hardware event without a PMU); 2 on a usage error or an event that does not
-parse or resolve (unknown name or symbol).
+Exit status: the command's (128 + N if killed by signal N; of the last run with
+-r); 0 without a command; 1 when counting failed (no such program, no
+permission); 2 on a usage error or an event that does not parse or resolve
+(unknown name or symbol).
 ";
 
 const WATCH_HELP: &str = "\
@@ -285,8 +309,8 @@ Usage: perfring watch [-e EVENT]... [OPTIONS] -- COMMAND [ARGS]...
 
 A command is started stopped; its counters are enabled at its exec and inherited
 by its threads and children; its exit status becomes perfring's. -p watches every
-thread the process has when the watch starts (not threads it creates later), -t
-one thread, until it exits or Ctrl-C; -C everything on one CPU until Ctrl-C.
+thread of the process, also those it creates later, -t one thread, until it exits
+or Ctrl-C; -C everything on one CPU until Ctrl-C.
 
 Each line: seconds since start, event, tid, ip and the symbol it is in, the
 period, and the event's running count. The summary: overflows, wake-ups, records
@@ -301,8 +325,11 @@ Options:
   -e, --event EVENT    An event to watch; repeat for more
   -c, --count N        Overflow every N events (default 1 for breakpoints,
                        tracepoints and uprobes)
-  -F, --freq HZ        About HZ overflows a second (default 1000 for counting events)
-  -m, --mmap-pages N   Ring data pages per event (power of two; default 64)
+  -F, --freq HZ|max    About HZ overflows a second (default 1000 for counting
+                       events); max, or more than it, is the kernel's maximum
+                       (/proc/sys/kernel/perf_event_max_sample_rate), as perf's
+  -m, --mmap-pages N   Ring data pages per event (default 64; rounded up to a
+                       power of two, with perf's notice)
       --budget N       The kernel stops each event after N overflows per thread
                        (PERF_EVENT_IOC_REFRESH). Budgets are refused on inherited
                        counters, so each thread gets its own counter, opened as
@@ -325,7 +352,11 @@ Options:
                        \"event\",\"pid\",\"tid\",\"cpu\",\"time_ns\",\"ip\",\"sym\",
                        \"sym_off\",\"period\",\"total\"}, then {\"type\":\"summary\",
                        \"overflows\",\"wakeups\",\"lost\",\"throttled\",\"duration_s\",
-                       \"exit_code\"}
+                       \"exit_code\"}. With a command and no -o, the command's
+                       stdout goes to stderr, as perf record -o - does, so
+                       that stdout holds only the JSON lines
+  -o, --output FILE    Write the lines and the summary to FILE (mode 0600)
+                       instead of stdout
   -g                   With each overflow, its call stack (--call-graph fp)
       --call-graph MODE
                        fp: the kernel walks frame pointers (code built with
@@ -412,18 +443,23 @@ Options:
   -e, --event EVENT     An event to record; repeat for more
   -c, --count N         Sample every N events (default 1 for breakpoints,
                         tracepoints and uprobes)
-  -F, --freq HZ         About HZ samples a second (default 4000 for counting events)
+  -F, --freq HZ|max     About HZ samples a second (default 4000 for counting
+                        events); max, or more than it, is the kernel's maximum
   -g                    Call stacks by frame pointers (--call-graph fp)
       --call-graph fp|dwarf[,BYTES]
                         dwarf: copy user registers and BYTES of stack (default
                         8192) per sample, for perf report to unwind (pprof gets
                         the leaf only)
   -o, --output FILE     Where to write (default perf.data, or profile.pb.gz with
-                        --format pprof); - is stdout, for pprof
+                        --format pprof); an existing perf.data becomes
+                        perf.data.old, as perf keeps it. - is stdout: perf.data
+                        in perf's pipe format (perf report -i -) or pprof; the
+                        command's stdout then goes to stderr, as perf's does
       --format perf|pprof
                         perf.data (default) or gzipped profile.proto
       --exact-periods   One period per thread (exact N/P; see above)
-  -m, --mmap-pages N    Ring data pages per event (power of two; default 256)
+  -m, --mmap-pages N    Ring data pages per event (default 256; rounded up to
+                        a power of two, with perf's notice)
   -p, --pid PID         Record a running process
   -t, --tid TID         Record a thread
   -C, --cpu CPU         Record a CPU (needs perf_event_paranoid <= 0 or root)

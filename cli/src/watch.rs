@@ -45,7 +45,7 @@ struct Printer {
     stacks: bool,
     tally: Tally,
     start_ns: u64,
-    out: std::io::BufWriter<std::io::Stdout>,
+    out: std::io::BufWriter<Box<dyn Write + Send>>,
     exec: Option<ExecQueue>,
     status: Option<StatusLine>,
     shared: Arc<Shared>,
@@ -207,12 +207,25 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     }
     let spawned = !args.command.is_empty();
     let shared = Arc::new(Shared::default());
+    // `-o FILE`: the lines and the summary go there (created 0600, as every file of
+    // samples), apart from anything the command prints.
+    let file = match &args.output {
+        Some(path) => Some(perfring::output::create_private(path).map_err(Failure::Runtime)?),
+        None => None,
+    };
+    let sink = |f: &Option<std::fs::File>| -> std::io::Result<Box<dyn Write + Send>> {
+        Ok(match f {
+            Some(f) => Box::new(f.try_clone()?),
+            None => Box::new(std::io::stdout()),
+        })
+    };
+    let write_error = |e| Failure::Runtime(perfring::Error::from_errno("open the output", e));
     let printer = Printer {
         json: args.json,
         stacks: args.call_graph.is_some(),
         tally: Tally::new(),
         start_ns: perfring::counter::clock_ns(libc::CLOCK_MONOTONIC),
-        out: std::io::BufWriter::new(std::io::stdout()),
+        out: std::io::BufWriter::new(sink(&file).map_err(write_error)?),
         exec: args
             .exec
             .clone()
@@ -252,6 +265,7 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     };
     let why = watch_loop(
         args,
+        file.is_none(),
         &mut profiler,
         &mut actions,
         &shared,
@@ -307,7 +321,7 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     } else {
         summary_text(&summary)
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = sink(&file).map_err(write_error)?;
     let _ = writeln!(out, "{text}");
     let _ = out.flush();
     Ok(match (end, why) {
@@ -321,6 +335,7 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
 /// The loop: wait for wake-ups, drain every ring, until an end condition.
 fn watch_loop(
     args: &WatchArgs,
+    to_stdout: bool,
     profiler: &mut Profiler,
     actions: &mut Actions<'_>,
     shared: &Shared,
@@ -341,7 +356,7 @@ fn watch_loop(
             return Ok(Why::Ours);
         }
         // `| head -1`: end at once, even when there is nothing more to write.
-        if profiler.failed() || output_closed(stdout.as_fd()) {
+        if profiler.failed() || (to_stdout && output_closed(stdout.as_fd())) {
             return Ok(Why::Ours);
         }
         let st = profiler.sampler().stats();

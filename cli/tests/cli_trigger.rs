@@ -28,10 +28,13 @@ fn watch(args: &[&str]) -> Output {
     child.wait_with_output().unwrap()
 }
 
-/// The JSON objects perfring printed, the summary last, and the program's own lines.
+/// The JSON objects perfring printed, the summary last, and the program's own lines
+/// (with `--json` the program's stdout goes to stderr, as perf record -o - sends it).
 fn parse(out: &Output) -> (Vec<Value>, Value, Vec<String>) {
     let text = String::from_utf8_lossy(&out.stdout);
-    let (json, other): (Vec<&str>, Vec<&str>) = text.lines().partition(|l| l.starts_with('{'));
+    let json: Vec<&str> = text.lines().collect();
+    let err = util::stderr(out);
+    let other: Vec<&str> = err.lines().filter(|l| !l.starts_with("perfring")).collect();
     let mut objects: Vec<Value> = json
         .iter()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))

@@ -616,3 +616,46 @@ int main(void) {
     );
     eprintln!("{summary}");
 }
+
+/// `-p` on a process that does its work and exits at once, before the first records
+/// reach the writer thread: its mappings were read from `/proc` when the watch started,
+/// so every overflow is still named.
+#[test]
+fn pid_names_the_overflows_of_a_process_that_exits_at_once() {
+    use std::io::{BufRead, BufReader, Write};
+    let prog = util::threads_program();
+    let tid_file = util::temp_path("tids");
+    let mut child = Command::new(&prog)
+        .args(["3", "100"])
+        .arg(&tid_file)
+        .arg("wait")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let pid = child.id().to_string();
+    let mut watch = Command::new(env!("CARGO_BIN_EXE_perfring"))
+        .args(["watch", "--json", "-e", "mem:hit:x", "-c", "10", "-p", &pid])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(watch.stderr.take().unwrap());
+    let mut notice = String::new();
+    err.read_line(&mut notice).unwrap();
+    assert!(notice.contains("attached to process"), "{notice}");
+    child.stdin.take().unwrap().write_all(b"g").unwrap();
+    assert!(child.wait().unwrap().success());
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut watch.stdout.take().unwrap(), &mut text).unwrap();
+    assert!(watch.wait().unwrap().success());
+    let (overflows, summary) = json_lines(&text);
+    assert_eq!(summary["overflows"], 30, "{text}");
+    for o in &overflows {
+        assert_eq!(o["sym"], "hit", "{o}");
+    }
+}

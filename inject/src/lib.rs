@@ -72,8 +72,8 @@ const SIG_DATA_BASE: u64 = 0x7065_7266_696e_0000;
 pub(crate) struct State {
     pid: i32,
     names: Vec<String>,
-    /// The period of each event (`None` under a frequency).
-    period: Option<u64>,
+    /// The period of every sample: `-c N`, or a clock's fixed `1e9 / HZ` under `-F`.
+    period: u64,
     pool: Option<Pool>,
     hooks: Vec<HookFn>,
     abort_at: u64,
@@ -454,10 +454,7 @@ fn start() -> Result<(), String> {
     let state = State {
         pid,
         names: config.events.clone(),
-        period: match config.rate {
-            Rate::Period(p) => Some(p),
-            Rate::Frequency(_) => None,
-        },
+        period: config.sample_period(),
         pool: record.then(Pool::new),
         hooks,
         abort_at,

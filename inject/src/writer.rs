@@ -371,8 +371,9 @@ fn sample(f: &mut SampleFields, st: &State, e: &Entry, i: usize) {
     f.pid = st.pid as u32;
     f.tid = e.tid;
     f.time = e.time_ns;
-    // Under a frequency the handler does not learn the period: each sample is 1.
-    f.period = st.period.unwrap_or(1);
+    // `-c N`, or under `-F HZ` a clock's period, which the kernel fixes at 1e9/HZ
+    // (only clocks are accepted with -F: see InjectConfig::validate).
+    f.period = st.period;
     f.callchain.clear();
     f.callchain.extend([sys::PERF_CONTEXT_USER, e.ip]);
     f.callchain.extend_from_slice(e.frames());

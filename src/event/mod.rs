@@ -580,6 +580,16 @@ impl Event {
         self.modifiers
     }
 
+    /// Whether this counts CPU time (`cpu-clock`, `task-clock`): its count is
+    /// nanoseconds, and under a frequency the kernel gives it the fixed period
+    /// `1e9 / HZ` (a clock's rate is known, so the kernel does not adapt it).
+    pub fn counts_cpu_time(&self) -> bool {
+        matches!(
+            self.kind,
+            Kind::Software(Software::CpuClock | Software::TaskClock)
+        )
+    }
+
     /// Whether this needs the CPU's hardware PMU (hardware, cache, raw, or a PMU of
     /// the core CPU), so that `ENOENT`/`EOPNOTSUPP` means "no hardware PMU".
     pub fn is_hardware(&self) -> bool {

@@ -112,6 +112,17 @@ impl Child {
     /// The `waitpid` errno (`ECHILD` if it was already reaped).
     #[doc(alias = "waitpid")]
     pub fn try_wait(&mut self) -> Result<Option<ExitStatus>> {
+        Ok(self.try_wait_usage()?.map(|(status, _)| status))
+    }
+
+    /// [`try_wait`](Self::try_wait), with the CPU time the child used (and its own
+    /// children that it waited for), as `wait4(2)` reports it: what `perf stat` prints
+    /// as "seconds user" and "seconds sys".
+    ///
+    /// # Errors
+    /// As [`try_wait`](Self::try_wait).
+    #[doc(alias = "wait4")]
+    pub fn try_wait_usage(&mut self) -> Result<Option<(ExitStatus, Usage)>> {
         if self.reaped {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -120,9 +131,11 @@ impl Child {
             ));
         }
         let mut status = 0;
+        // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
         loop {
-            // SAFETY: non-blocking waitpid writing into a valid int.
-            let r = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
+            // SAFETY: non-blocking wait4 writing into a valid int and a valid rusage.
+            let r = unsafe { libc::wait4(self.pid, &mut status, libc::WNOHANG, &mut usage) };
             if r == 0 {
                 return Ok(None);
             }
@@ -136,10 +149,33 @@ impl Child {
             return Err(Error::from_errno(format!("waitpid({})", self.pid), err));
         }
         self.reaped = true;
-        Ok(Some(if libc::WIFSIGNALED(status) {
+        let status = if libc::WIFSIGNALED(status) {
             ExitStatus::Signaled(Signal::known(libc::WTERMSIG(status)))
         } else {
             ExitStatus::Exited(libc::WEXITSTATUS(status))
-        }))
+        };
+        Ok(Some((status, Usage::from_rusage(&usage))))
+    }
+}
+
+/// CPU time a reaped child used, from `wait4(2)`'s `struct rusage`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    /// Time spent in user mode (`ru_utime`).
+    pub user: std::time::Duration,
+    /// Time spent in the kernel (`ru_stime`).
+    pub system: std::time::Duration,
+}
+
+impl Usage {
+    fn from_rusage(r: &libc::rusage) -> Usage {
+        let time = |t: libc::timeval| {
+            std::time::Duration::from_secs(t.tv_sec.max(0) as u64)
+                + std::time::Duration::from_micros(t.tv_usec.max(0) as u64)
+        };
+        Usage {
+            user: time(r.ru_utime),
+            system: time(r.ru_stime),
+        }
     }
 }

@@ -31,6 +31,7 @@ pub struct Command {
     program: OsString,
     args: Vec<OsString>,
     no_aslr: bool,
+    stdout_to_stderr: bool,
 }
 
 /// A forked child waiting to `exec`; dropping it kills the child and reaps it.
@@ -102,7 +103,16 @@ impl Command {
             program: program.as_ref().to_owned(),
             args: Vec::new(),
             no_aslr: false,
+            stdout_to_stderr: false,
         }
+    }
+
+    /// Give the program our stderr as its stdout too (`dup2(2, 1)` before the `exec`):
+    /// what `perf record -o -` does, so that a tool whose own output is stdout (a
+    /// perf.data stream, JSON lines) does not get the program's output mixed into it.
+    pub fn stdout_to_stderr(mut self, yes: bool) -> Command {
+        self.stdout_to_stderr = yes;
+        self
     }
 
     /// Run the program with address-space randomization off (`personality(2)`
@@ -169,6 +179,7 @@ impl Command {
         let mut argv: Vec<*const libc::c_char> = argv_c.iter().map(|a| a.as_ptr()).collect();
         argv.push(std::ptr::null());
         let no_aslr = self.no_aslr;
+        let stdout_to_stderr = self.stdout_to_stderr;
 
         // Between pipe2 and the parent closing its copies of the child's ends, a fork by
         // another thread would leak those ends into its child (close-on-exec only acts at
@@ -187,12 +198,18 @@ impl Command {
         }
         if pid == 0 {
             // Child: no allocation, no locks, no unwinding from here on.
-            // SAFETY: only async-signal-safe calls with valid pointers: personality (a
+            // SAFETY: only async-signal-safe calls with valid pointers: dup2 on two
+            // descriptor numbers, personality (a
             // plain syscall on integers; 0xffffffff only queries it), an empty signal
             // mask (notifiers may have blocked theirs), SIGPIPE back to default, a one-byte
             // read, execv with NUL-terminated strings and a null-terminated argv, and
             // on failure a write of the errno and _exit.
             unsafe {
+                if stdout_to_stderr && libc::dup2(2, 1) < 0 {
+                    let errno = *libc::__errno_location();
+                    libc::write(err_w.as_raw_fd(), (&errno as *const i32).cast(), 4);
+                    libc::_exit(127);
+                }
                 if no_aslr {
                     let current = libc::personality(0xffff_ffff);
                     if current == -1

@@ -15,11 +15,12 @@
 //!
 //! # Safety
 //! Between `fork` and `exec` the child only makes async-signal-safe calls (`read`,
-//! `write`, `sigprocmask`, `signal`, `personality`, `execv`, `_exit`) on data prepared before the fork,
+//! `write`, `dup2`, `sigprocmask`, `signal`, `personality`, `execv`, `_exit`) on data prepared before the fork,
 //! as POSIX requires of a multithreaded parent.
 //!
 //! - [`Command`] → [`Stopped`] (`command.rs`): fork, wait on a pipe, `exec` when told.
-//! - [`Child`] and [`ExitStatus`] (`child.rs`): the started command, reaped by `waitpid`.
+//! - [`Child`], [`ExitStatus`] and [`Usage`] (`child.rs`): the started command, reaped by
+//!   `wait4` (its status and CPU times).
 //! - [`wait_for_exit`] (`wait.rs`): any process's end through a pidfd, or Ctrl-C.
 //!
 //! Acting on processes a tool did not start (signals, stopping) is
@@ -30,6 +31,6 @@ mod child;
 mod command;
 mod wait;
 
-pub use child::{Child, ExitStatus};
+pub use child::{Child, ExitStatus, Usage};
 pub use command::{find_program, Command, Stopped};
 pub use wait::{wait_for_exit, Waited};

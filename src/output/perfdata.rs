@@ -11,6 +11,12 @@
 //! the header's data size is brought up to date after every chunk (perf reads nothing
 //! from a file whose data size is 0). Feature sections only come at
 //! [`finish`](PerfData::finish), since they follow the data.
+//!
+//! To a pipe ([`PerfData::pipe`], `perf record -o -`), perf's pipe format: a 16-byte
+//! header (magic, size 16), the feature sections perf synthesizes for a pipe as
+//! `PERF_RECORD_HEADER_FEATURE` records, each event's attr and ids as a
+//! `PERF_RECORD_HEADER_ATTR`, then the records; nothing is rewritten, so `perf report
+//! -i -` and `perf script -i -` read it as it streams.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -48,6 +54,17 @@ const HEADER_NRCPUS: u32 = 7;
 const HEADER_TOTAL_MEM: u32 = 10;
 const HEADER_CMDLINE: u32 = 11;
 const HEADER_EVENT_DESC: u32 = 12;
+
+/// `PERF_RECORD_HEADER_ATTR`: an event's attr and ids, in the pipe format.
+const RECORD_HEADER_ATTR: u32 = 64;
+/// `PERF_RECORD_HEADER_FEATURE`: a feature section, in the pipe format.
+const RECORD_HEADER_FEATURE: u32 = 80;
+/// `PERF_RECORD_EVENT_UPDATE`: more about an event (its name, in the pipe format).
+const RECORD_EVENT_UPDATE: u32 = 78;
+/// `PERF_EVENT_UPDATE__NAME`: an event update carrying the event's name.
+const EVENT_UPDATE_NAME: u64 = 2;
+/// `sizeof(struct perf_pipe_file_header)`: magic and size.
+const PIPE_HEADER_SIZE: u64 = 16;
 
 /// `PERF_RECORD_HEADER_BUILD_ID`: the record type of a build-id feature entry.
 const RECORD_HEADER_BUILD_ID: u32 = 67;
@@ -102,6 +119,8 @@ pub struct PerfData {
     pending: Vec<u8>,
     rechain: Vec<bool>,
     scratch: Vec<u64>,
+    /// perf's pipe format, written in order ([`pipe`](PerfData::pipe)).
+    pipe: bool,
 }
 
 impl PerfData {
@@ -135,6 +154,42 @@ impl PerfData {
         let path = path.as_ref();
         let file = super::create_private(path)?;
         PerfData::unstarted(file, path)
+    }
+
+    /// Moves an existing, non-empty `path` aside to `path.old` (replacing an older
+    /// one), as perf does before it writes a perf.data, so one recording never
+    /// silently replaces the last. Returns the new name when something was moved.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] if the rename fails, naming both files.
+    pub fn keep_old(path: impl AsRef<Path>) -> Result<Option<PathBuf>> {
+        let path = path.as_ref();
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.len() > 0 && !meta.is_dir() => {
+                let mut old = path.as_os_str().to_owned();
+                old.push(".old");
+                let old = PathBuf::from(old);
+                std::fs::rename(path, &old).map_err(|e| {
+                    Error::from_errno(format!("rename {} to {}", path.display(), old.display()), e)
+                })?;
+                Ok(Some(old))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Writes perf's pipe format to `file` (a pipe, a socket, stdout; a regular file
+    /// too), in order and never rewriting: `perf record -o -`, read by `perf report
+    /// -i -`. As an [`Output`], the setup records are written at [`start`](Output::start).
+    /// The pipe format has no build-id section (perf synthesizes none for a pipe):
+    /// readers find files by their paths.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Io`] if `file` cannot be examined.
+    pub fn pipe(file: File, path: impl AsRef<Path>) -> Result<PerfData> {
+        let mut w = PerfData::unstarted_any(file, path.as_ref())?;
+        w.pipe = true;
+        Ok(w)
     }
 
     /// Writes into an open, seekable `file` (`path` is only for messages).
@@ -265,7 +320,6 @@ impl PerfData {
 
     /// The writer, before anything is written.
     fn unstarted(file: File, path: &Path) -> Result<PerfData> {
-        let path = path.to_path_buf();
         let meta = file
             .metadata()
             .map_err(|e| Error::from_errno(format!("stat {}", path.display()), e))?;
@@ -275,8 +329,16 @@ impl PerfData {
                 format!("write perf.data to {}", path.display()),
                 "perf.data must go to a regular file: its header is rewritten at the end",
             )
-            .with_fix("give -o a file path, or use --format pprof to write to a pipe"));
+            .with_fix(
+                "give -o a file path, or write perf's pipe format (PerfData::pipe, record -o -)",
+            ));
         }
+        PerfData::unstarted_any(file, path)
+    }
+
+    /// The writer of any file, before anything is written.
+    fn unstarted_any(file: File, path: &Path) -> Result<PerfData> {
+        let path = path.to_path_buf();
         Ok(PerfData {
             file,
             path,
@@ -296,6 +358,7 @@ impl PerfData {
             pending: Vec::new(),
             rechain: Vec::new(),
             scratch: Vec::new(),
+            pipe: false,
         })
     }
 
@@ -351,6 +414,12 @@ impl PerfData {
 
     /// Header, id arrays and attr section; the data section starts after them.
     fn write_start(&mut self) -> Result<()> {
+        if self.pipe {
+            let buf = self.pipe_start_bytes();
+            return (&self.file)
+                .write_all(&buf)
+                .map_err(|e| self.io_error("write the pipe header", e));
+        }
         let buf = self.start_bytes();
         self.file
             .write_all_at(&buf, 0)
@@ -378,6 +447,48 @@ impl PerfData {
         let attrs_size = buf.len() as u64 - attrs_offset;
         let header = self.header(attrs_offset, attrs_size, [0; 4]);
         buf[..header.len()].copy_from_slice(&header);
+        buf
+    }
+
+    /// The pipe format's start: its header, the features perf synthesizes for a pipe
+    /// (`HEADER_FEATURE` records, each padded to 8 bytes), each event's
+    /// `HEADER_ATTR` (its attr, then its ids) and its name (`EVENT_UPDATE`).
+    fn pipe_start_bytes(&self) -> Vec<u8> {
+        let mut buf = Vec::new();
+        buf.extend_from_slice(MAGIC);
+        buf.extend_from_slice(&PIPE_HEADER_SIZE.to_ne_bytes());
+        let mut record = |ty: u32, body: &[u8]| {
+            let size = (8 + body.len()).next_multiple_of(8);
+            buf.extend_from_slice(&ty.to_ne_bytes());
+            buf.extend_from_slice(&0u16.to_ne_bytes());
+            buf.extend_from_slice(&(size as u16).to_ne_bytes());
+            buf.extend_from_slice(body);
+            buf.resize(buf.len() + size - 8 - body.len(), 0);
+        };
+        for (bit, content) in self.features() {
+            // Build ids and event descriptions are not synthesized for a pipe by perf.
+            if bit == HEADER_BUILD_ID || bit == HEADER_EVENT_DESC {
+                continue;
+            }
+            let mut body = u64::from(bit).to_ne_bytes().to_vec();
+            body.extend_from_slice(&content);
+            record(RECORD_HEADER_FEATURE, &body);
+        }
+        for e in &self.events {
+            let mut body = attr_bytes(e.attr(), self.attr_size);
+            for id in e.ids() {
+                body.extend_from_slice(&id.to_ne_bytes());
+            }
+            record(RECORD_HEADER_ATTR, &body);
+            // The event's name (the file format's EVENT_DESC), NUL-terminated.
+            if let Some(&id) = e.ids().first() {
+                let mut body = EVENT_UPDATE_NAME.to_ne_bytes().to_vec();
+                body.extend_from_slice(&id.to_ne_bytes());
+                body.extend_from_slice(e.name().as_bytes());
+                body.push(0);
+                record(RECORD_EVENT_UPDATE, &body);
+            }
+        }
         buf
     }
 
@@ -417,6 +528,15 @@ impl PerfData {
             .with_fix("start it (Output::start) or make it with PerfData::create"));
         }
         self.note_mappings(records);
+        if self.pipe {
+            // In order, whole: a reader of the stream never sees a record cut short
+            // unless the writer fails in the middle of one.
+            let written = (&self.file).write_all(records);
+            if written.is_ok() {
+                self.data_size += records.len() as u64;
+            }
+            return written.map_err(|e| self.io_error("write records", e));
+        }
         let at = self.data_offset + self.data_size;
         let mut done = 0;
         let failed = loop {
@@ -597,6 +717,10 @@ impl PerfData {
         self.flush()?;
         self.finished = true;
         self.cache_foreign_files();
+        if self.pipe {
+            // The pipe format ends with its last record.
+            return (&self.file).flush().map_err(|e| self.io_error("flush", e));
+        }
         let features = self.features();
         let mut flags = [0u64; 4];
         let table_at = self.data_offset + self.data_size;
