@@ -208,6 +208,95 @@ impl Privileges {
         }
     }
 
+    /// The data pages of each ring of a session: `demand.asked` (`-m`) if every ring
+    /// fits the user's budget ([`ring_budget`](Self::ring_budget)), else an error
+    /// naming the budget and the largest size that fits; without `-m`,
+    /// `demand.wanted`, halved until the session's rings fit.
+    ///
+    /// # Errors
+    /// [`ErrorKind::MlockLimit`] when the asked size does not fit, or not even one data
+    /// page per ring does.
+    ///
+    /// # Examples
+    /// ```
+    /// use perfring::privilege::{Privileges, RingDemand};
+    /// let me = Privileges::current();
+    /// let demand = RingDemand { rings: 2, fixed_pages: 34, asked: None, wanted: 256, cpus: 2 };
+    /// let pages = me.ring_pages(&demand)?;
+    /// assert!(pages.pages.is_power_of_two() && pages.pages <= 256);
+    /// # Ok::<(), perfring::Error>(())
+    /// ```
+    pub fn ring_pages(&self, demand: &RingDemand) -> Result<RingPages> {
+        let budget = self.ring_budget(demand.cpus);
+        let need = |pages: usize| demand.rings as u64 * (pages as u64 + 1) + demand.fixed_pages;
+        let fits = |pages: usize| budget.is_none_or(|b| need(pages) <= b);
+        let largest = || {
+            let mut p = 1usize << 20;
+            while p > 1 && !fits(p) {
+                p /= 2;
+            }
+            fits(p).then_some(p)
+        };
+        let kib = |pages: u64| pages * crate::ring::page_size() as u64 / 1024;
+        let too_big = |why: String, fix: String| {
+            Error::new(ErrorKind::MlockLimit, "size the rings", why).with_fix(fix)
+        };
+        let budget_text = |b: u64| {
+            format!(
+                "this user may lock {} KiB for perf rings (kernel.perf_event_mlock_kb {} KiB \
+                 per CPU on {} CPUs, then RLIMIT_MEMLOCK {})",
+                kib(b),
+                self.mlock_kb.map_or("unknown".into(), |v| v.to_string()),
+                demand.cpus,
+                self.memlock
+                    .map_or("unlimited".into(), |v| format!("{} KiB", v / 1024)),
+            )
+        };
+        let raise = "raise the budget (sudo sysctl kernel.perf_event_mlock_kb=N, ulimit -l), or \
+                     run with CAP_IPC_LOCK";
+        if let Some(asked) = demand.asked {
+            let pages = asked.max(1).next_power_of_two();
+            if fits(pages) {
+                return Ok(RingPages {
+                    pages,
+                    wanted: pages,
+                });
+            }
+            let b = budget.unwrap_or(0);
+            return Err(too_big(
+                format!(
+                    "{} rings of {pages} data pages need {} KiB of locked memory; {}",
+                    demand.rings,
+                    kib(need(pages)),
+                    budget_text(b)
+                ),
+                match largest() {
+                    Some(p) => format!("give -m {p} or less, or {raise}"),
+                    None => format!("record fewer events or CPUs, or {raise}"),
+                },
+            ));
+        }
+        let mut pages = demand.wanted.max(1).next_power_of_two();
+        while pages > 1 && !fits(pages) {
+            pages /= 2;
+        }
+        if !fits(pages) {
+            return Err(too_big(
+                format!(
+                    "{} rings of one data page need {} KiB of locked memory; {}",
+                    demand.rings,
+                    kib(need(1)),
+                    budget_text(budget.unwrap_or(0))
+                ),
+                format!("record fewer events or CPUs, or {raise}"),
+            ));
+        }
+        Ok(RingPages {
+            pages,
+            wanted: demand.wanted.max(1).next_power_of_two(),
+        })
+    }
+
     /// One line on who is asking and what that allows, for `doctor`.
     pub fn describe(&self) -> String {
         let who = if self.euid == 0 {
@@ -240,6 +329,40 @@ impl Privileges {
                 .to_string()
         };
         format!("{who}, {caps}: {allows}")
+    }
+}
+
+/// What a session's rings need, for [`Privileges::ring_pages`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingDemand {
+    /// Rings whose size is being chosen: one per event and CPU, or per event and
+    /// thread.
+    pub rings: usize,
+    /// Pages of the session's rings of a fixed size (tracking rings), control pages
+    /// included.
+    pub fixed_pages: u64,
+    /// Data pages asked for (`-m`): given, or refused.
+    pub asked: Option<usize>,
+    /// Data pages wanted when none are asked: a default, or what the data rate needs.
+    pub wanted: usize,
+    /// Online CPUs (the per-user part of the budget is per CPU).
+    pub cpus: usize,
+}
+
+/// The size [`Privileges::ring_pages`] chose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RingPages {
+    /// Data pages per ring (a power of two).
+    pub pages: usize,
+    /// What was wanted: above `pages` when the budget allowed less, which is worth
+    /// saying.
+    pub wanted: usize,
+}
+
+impl RingPages {
+    /// Whether the budget made the rings smaller than wanted.
+    pub fn reduced(&self) -> bool {
+        self.pages < self.wanted
     }
 }
 

@@ -52,6 +52,7 @@ use crate::event::{Event, Kind};
 use crate::launch::ExitStatus;
 use crate::output::Output;
 use crate::pipeline::{tracking_index, Existing, Pipeline, PipelineStats};
+use crate::privilege::{RingDemand, RingPages};
 use crate::records::{encode, RecordKind};
 use crate::resolve::{resolve_event, TargetImage};
 use crate::ring::RingSize;
@@ -63,6 +64,112 @@ use crate::{sys, Error, ErrorKind, Result, SampleType};
 /// How often samples are taken when neither a period nor a frequency is given, for
 /// events that count (perf's default).
 pub const DEFAULT_FREQUENCY: u64 = 4000;
+
+/// How long a ring holds what its counters write at the rate asked while the drain is
+/// late (a loaded host, a slow disk): rings are sized for it by default.
+pub const RING_SECONDS: f64 = 0.25;
+
+/// The most data pages the rate may ask for all of a session's rings together
+/// (256 MiB of 4 KiB pages), however many CPUs.
+const MAX_RATE_PAGES_TOTAL: usize = 1 << 16;
+
+/// With exact periods (a ring per thread), how many threads' rings the budget is
+/// shared among when the rings are sized.
+const EXACT_THREADS: usize = 256;
+
+/// The sampler's tracking rings' data pages.
+const TRACKING_PAGES: usize = 16;
+
+/// What the session's rings need ([`Privileges::ring_pages`]): one per event and
+/// CPU (per event and thread with exact periods), the tracking rings beside them,
+/// `-m`, and the pages the data rate wants.
+///
+/// [`Privileges::ring_pages`]: crate::privilege::Privileges::ring_pages
+fn ring_demand(
+    target: &Target,
+    builders: &[Builder],
+    exact_periods: bool,
+    asked: Option<usize>,
+    wakeup: Wakeup,
+) -> Result<RingDemand> {
+    let cpus = crate::counter::online_cpus()?.len();
+    let rings_per_event = match target {
+        Target::Cpus(list) => list.len(),
+        // A ring per thread, made as threads appear: sized so that those of
+        // EXACT_THREADS threads (or of those there are, if more) fit the budget;
+        // beyond that, new rings get what is left (`Ring::map_within_budget`).
+        Target::Pid(pid) if exact_periods => crate::proc::threads(*pid)
+            .map_or(1, |t| t.len())
+            .max(EXACT_THREADS),
+        Target::Command(_) | Target::Tid(_) if exact_periods => EXACT_THREADS,
+        _ => cpus,
+    };
+    let tracking_rings = match target {
+        Target::Cpus(list) => list.len(),
+        _ => cpus,
+    };
+    let default = match wakeup {
+        Wakeup::HalfRing => 256,
+        Wakeup::EverySample => 64,
+    };
+    let rings = rings_per_event * builders.len();
+    let for_rate = builders
+        .iter()
+        .map(pages_for_rate)
+        .max()
+        .unwrap_or(0)
+        .min(MAX_RATE_PAGES_TOTAL / rings.max(1));
+    Ok(RingDemand {
+        rings,
+        fixed_pages: tracking_rings as u64 * (TRACKING_PAGES as u64 + 1),
+        asked,
+        wanted: for_rate.max(default),
+        cpus,
+    })
+}
+/// Data pages (a power of two) for [`RING_SECONDS`] of `b`'s samples at the rate it
+/// asks: a frequency, or a clock's period; 0 when the rate cannot be told (a count of
+/// events).
+fn pages_for_rate(b: &Builder) -> usize {
+    let attr = b.attr();
+    let value = crate::counter::sample_period(attr);
+    let hz = if attr.freq() != 0 {
+        value as f64
+    } else if b.event().counts_cpu_time() && value > 0 {
+        1e9 / value as f64
+    } else {
+        return 0;
+    };
+    let bytes = hz * sample_bytes(attr) as f64 * RING_SECONDS;
+    let pages = (bytes / crate::ring::page_size() as f64).ceil() as usize;
+    pages.max(1).next_power_of_two()
+}
+
+/// About how many bytes one sample of `attr` takes in a ring: a word per fixed field,
+/// a callchain of 32 entries, the registers and the stack copy.
+fn sample_bytes(attr: &sys::perf_event_attr) -> u64 {
+    let st = attr.sample_type;
+    let sized = u64::from(
+        sys::PERF_SAMPLE_CALLCHAIN
+            | sys::PERF_SAMPLE_REGS_USER
+            | sys::PERF_SAMPLE_STACK_USER
+            | sys::PERF_SAMPLE_RAW
+            | sys::PERF_SAMPLE_BRANCH_STACK
+            | sys::PERF_SAMPLE_READ
+            | sys::PERF_SAMPLE_REGS_INTR,
+    );
+    let mut bytes = 8 + 8 * u64::from((st & !sized).count_ones());
+    if st & u64::from(sys::PERF_SAMPLE_CALLCHAIN) != 0 {
+        bytes += 8 + 32 * 8;
+    }
+    if st & u64::from(sys::PERF_SAMPLE_REGS_USER) != 0 {
+        bytes += 8 + 8 * u64::from(attr.sample_regs_user.count_ones());
+    }
+    if st & u64::from(sys::PERF_SAMPLE_STACK_USER) != 0 {
+        bytes += 16 + u64::from(attr.sample_stack_user);
+    }
+    bytes
+}
 /// How long a spawned command gets to exit after `SIGTERM` before `SIGKILL`.
 pub const TERM_GRACE: Duration = Duration::from_secs(2);
 
@@ -354,8 +461,14 @@ impl ProfilerBuilder {
         self
     }
 
-    /// Data pages per ring (a power of two; default: 256 for half-ring wake-ups, 64
-    /// for a wake-up per sample).
+    /// Data pages per ring (rounded up to a power of two), refused at
+    /// [`start`](Self::start) when the session's rings would not fit the user's
+    /// locked-memory budget ([`Privileges::ring_pages`]). Default: what the data rate
+    /// needs to ride out a late drain for [`RING_SECONDS`], at least 256 for half-ring
+    /// wake-ups (64 for a wake-up per sample), made smaller when the budget allows
+    /// less ([`Profiler::ring_pages`] says).
+    ///
+    /// [`Privileges::ring_pages`]: crate::privilege::Privileges::ring_pages
     pub fn ring_pages(mut self, pages: usize) -> Self {
         self.pages = Some(pages);
         self
@@ -493,37 +606,38 @@ impl ProfilerBuilder {
             _ => Existing::Everything,
         };
         let n = resolved.events.len() + usize::from(self.off_cpu);
-        let pages = self.pages.unwrap_or(match self.policy.wakeup {
-            Wakeup::HalfRing => 256,
-            Wakeup::EverySample => 64,
-        });
         let cpu_wide = matches!(resolved.target, Target::Cpus(_));
-        let mut setup = Sampler::builder(resolved.target)
-            .ring_size(RingSize::Pages(pages))
-            .exact_periods(self.exact_periods);
         // What the user may count, decided once, as perf decides it.
         let privileges = crate::privilege::Privileges::current();
         let mut user_only = Vec::new();
+        let mut builders = Vec::with_capacity(n);
         for event in resolved.events {
             let fitted = privileges.fit(self.policy.builder(event, n), cpu_wide)?;
             if fitted.user_only {
                 user_only.push(fitted.builder.event().name().to_string());
             }
-            let b = fitted.builder;
-            let b = match self.policy.wakeup {
-                Wakeup::HalfRing => {
-                    b.wakeup_watermark((pages * crate::ring::page_size() / 2) as u32)
-                }
-                Wakeup::EverySample => b.wakeup_events(1),
-            };
-            setup = setup.event(b);
+            builders.push(fitted.builder);
         }
         if self.off_cpu {
             let event = Event::parse(crate::offcpu::EVENT)?;
-            let b = crate::offcpu::configure(self.policy.builder(event, n));
+            builders.push(crate::offcpu::configure(self.policy.builder(event, n)));
+        }
+        // Rings as large as the data rate wants, within what the user may lock.
+        let rings = ring_demand(
+            &resolved.target,
+            &builders,
+            self.exact_periods,
+            self.pages,
+            self.policy.wakeup,
+        )?;
+        let pages = privileges.ring_pages(&rings)?;
+        let mut setup = Sampler::builder(resolved.target)
+            .ring_size(RingSize::Pages(pages.pages))
+            .exact_periods(self.exact_periods);
+        for b in builders {
             setup = setup.event(match self.policy.wakeup {
                 Wakeup::HalfRing => {
-                    b.wakeup_watermark((pages * crate::ring::page_size() / 2) as u32)
+                    b.wakeup_watermark((pages.pages * crate::ring::page_size() / 2) as u32)
                 }
                 Wakeup::EverySample => b.wakeup_events(1),
             });
@@ -560,6 +674,7 @@ impl ProfilerBuilder {
             wakeup: self.policy.wakeup,
             user_only,
             progress: self.progress.map(|every| (every, None)),
+            ring_pages: pages,
         })
     }
 }
@@ -609,6 +724,7 @@ pub struct Profiler {
     exact_periods: bool,
     wakeup: Wakeup,
     user_only: Vec<String>,
+    ring_pages: RingPages,
     /// `progress_every`'s period, and when the last progress went to the writer.
     progress: Option<(Duration, Option<std::time::Instant>)>,
 }
@@ -734,6 +850,13 @@ impl Profiler {
     /// worth saying once.
     pub fn user_only(&self) -> &[String] {
         &self.user_only
+    }
+
+    /// The rings' size: the data pages chosen and those wanted, below which the
+    /// user's locked-memory budget kept them (worth saying); rings made later for new
+    /// threads may have been given less still ([`Sampler::smallest_ring`]).
+    pub fn ring_pages(&self) -> RingPages {
+        self.ring_pages
     }
 
     /// The sampler underneath (accounting, threads, budgets).

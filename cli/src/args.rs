@@ -269,6 +269,20 @@ pub fn say_user_only(events: &[String]) {
     );
 }
 
+/// Says once on stderr when the user's locked-memory budget made the rings smaller
+/// than the rate wanted (records may then be lost where perf would lose them too).
+pub fn say_ring_pages(profiler: &perfring::profiler::Profiler) {
+    let r = profiler.ring_pages();
+    if r.reduced() {
+        eprintln!(
+            "perfring: rings of {} data pages, not the {} this rate wants: this user's \
+             locked-memory budget allows no more (raise kernel.perf_event_mlock_kb or \
+             ulimit -l for more)",
+            r.pages, r.wanted
+        );
+    }
+}
+
 /// `perfring watch --when`'s flags.
 #[derive(Debug, Default, Clone)]
 pub struct WhenArgs {

@@ -55,6 +55,7 @@ pub fn run(args: &RecordArgs) -> Result<Option<i32>, Failure> {
     }
     let mut profiler = setup.start().map_err(Failure::Runtime)?;
     crate::args::say_user_only(profiler.user_only());
+    crate::args::say_ring_pages(&profiler);
     let spawned = !w.command.is_empty();
 
     let mut interrupted = 0;

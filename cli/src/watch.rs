@@ -252,6 +252,7 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     let started = Instant::now();
     let mut profiler = setup.start().map_err(Failure::Runtime)?;
     crate::args::say_user_only(profiler.user_only());
+    crate::args::say_ring_pages(&profiler);
     if let Some(pid) = args.pid {
         let n = profiler.sampler().threads().count();
         let s = if n == 1 { "" } else { "s" };

@@ -160,6 +160,26 @@ impl Ring {
         Ring::map_fd(counter.as_fd(), counter.event().name(), size)
     }
 
+    /// As [`map`](Self::map), but when the kernel refuses `size` for the user's
+    /// locked-memory budget ([`ErrorKind::MlockLimit`]: `perf_event_mlock_kb` per CPU,
+    /// then `RLIMIT_MEMLOCK`), the largest smaller power of two it allows, down to one
+    /// data page: for rings made one per thread as threads appear, whose number is not
+    /// known when the size is chosen. [`data_size`](Self::data_size) says what was
+    /// given.
+    ///
+    /// # Errors
+    /// As [`map`](Self::map); [`ErrorKind::MlockLimit`] when not even one data page
+    /// fits.
+    pub fn map_within_budget(counter: &Counter, size: RingSize) -> Result<Ring> {
+        let mut pages = size.data_pages();
+        loop {
+            match Ring::map(counter, RingSize::Pages(pages)) {
+                Err(e) if e.kind() == ErrorKind::MlockLimit && pages > 1 => pages /= 2,
+                other => return other,
+            }
+        }
+    }
+
     /// A ring for an inherited per-task counter (`inherit` with no CPU), which the
     /// kernel refuses to map directly (`EINVAL`: every inheriting thread would write to
     /// one buffer). perfring opens a `dummy` counter on the same task as the ring's

@@ -273,6 +273,7 @@ pub(super) fn start(cfg: SamplerBuilder) -> Result<Sampler> {
         ready: Vec::with_capacity(64),
         wakeups: 0,
         missed_threads: 0,
+        smallest_ring: None,
         watchee: Watchee::Cpus,
     };
     s.closed_counts = vec![Default::default(); s.builders.len()];
@@ -345,6 +346,10 @@ impl Sampler {
         arm: bool,
     ) -> Result<()> {
         let token = Token(self.slots.len() as u64);
+        if event.is_some() {
+            let size = ring.data_size();
+            self.smallest_ring = Some(self.smallest_ring.map_or(size, |s| s.min(size)));
+        }
         if arm {
             self.armed.arm(&self.notify, &counter, token)?;
         }
@@ -618,7 +623,7 @@ impl Sampler {
                 Err(e) => return Err(e),
             };
             self.note_id(Some(i), &counter)?;
-            let ring = Ring::map(&counter, self.size)?;
+            let ring = Ring::map_within_budget(&counter, self.size)?;
             let start = if b.attr().enable_on_exec() != 0 {
                 Start::Later
             } else {

@@ -61,7 +61,7 @@ impl Opener {
                 }
             }
             let counter = b.open()?;
-            let ring = Ring::map(&counter, self.size)?;
+            let ring = Ring::map_within_budget(&counter, self.size)?;
             out.push((i, counter, ring));
         }
         for (_, c, _) in &out {

@@ -423,6 +423,8 @@ pub struct Sampler {
     wakeups: u64,
     /// Threads whose counters could not be opened because they had already exited.
     missed_threads: u64,
+    /// Data bytes of the smallest event ring mapped so far.
+    smallest_ring: Option<usize>,
     watchee: Watchee,
 }
 
@@ -760,6 +762,14 @@ impl Sampler {
     /// (per-thread mode).
     pub fn missed_threads(&self) -> u64 {
         self.missed_threads
+    }
+
+    /// Data bytes of the smallest event ring mapped so far (`None` before any): below
+    /// [`SamplerBuilder::ring_size`] when the user's locked-memory budget allowed no
+    /// more for a ring made per thread ([`Ring::map_within_budget`]), which a
+    /// recording should say.
+    pub fn smallest_ring(&self) -> Option<usize> {
+        self.smallest_ring
     }
 
     /// Notifications the signal or `SIGTRAP` handler took for this sampler's counters

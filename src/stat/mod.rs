@@ -452,9 +452,10 @@ fn open_event(
     for (i, (part, on)) in whos.iter().enumerate() {
         let counter = match builder.clone().target(*on).open() {
             Ok(c) => c,
+            // Named as asked: perf adds `:u` only to what it then counted.
             Err(e) if i == 0 && not_supported(&e) => {
                 return Ok(Opened {
-                    name,
+                    name: event.name().to_string(),
                     event,
                     counters: None,
                 })

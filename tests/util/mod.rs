@@ -148,6 +148,39 @@ pub fn perfmon() -> bool {
     eff >> 21 & 1 == 1 || eff >> 38 & 1 == 1
 }
 
+/// Whether this user may count the kernel: [`perfmon`], or `perf_event_paranoid` 1 or
+/// less.
+pub fn may_profile_kernel() -> bool {
+    let level: i64 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(2);
+    perfmon() || level <= 1
+}
+
+/// Whether this user may watch whole CPUs: [`perfmon`], or `perf_event_paranoid` 0 or
+/// less.
+pub fn may_watch_cpus() -> bool {
+    let level: i64 = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(2);
+    perfmon() || level <= 0
+}
+
+/// The name perf and perfring give `event` when they count it for this user: as
+/// written, or with the kernel left out (`cpu-clock:u`; `u` added to modifiers
+/// already there, as perf does) where the kernel may not be counted.
+pub fn as_counted(event: &str) -> String {
+    if may_profile_kernel() {
+        event.to_string()
+    } else if event.contains(':') {
+        format!("{event}u")
+    } else {
+        format!("{event}:u")
+    }
+}
+
 /// Checks that `perfring` refused a uprobe for want of `CAP_PERFMON`, naming the fix.
 pub fn assert_uprobe_refused(out: &std::process::Output) {
     let err = stderr(out);
