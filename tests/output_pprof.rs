@@ -155,7 +155,11 @@ fn serve_one(
             if let Some(end) = text.find("\r\n\r\n") {
                 let len: usize = text[..end]
                     .lines()
-                    .find_map(|l| l.strip_prefix("Content-Length: "))
+                    .find_map(|l| {
+                        // Header names are case-insensitive (ureq sends them in lower case).
+                        let (name, value) = l.split_once(':')?;
+                        name.eq_ignore_ascii_case("content-length").then_some(value)
+                    })
                     .map_or(0, |v| v.trim().parse().unwrap());
                 if req.len() >= end + 4 + len {
                     break;

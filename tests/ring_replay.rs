@@ -80,6 +80,30 @@ fn a_stream_placed_at_every_offset_reads_back_byte_for_byte() {
     assert!(wrapped_somewhere);
 }
 
+/// Positions count bytes modulo 2^64 (the kernel's `data_head` does): a stream whose
+/// positions pass `u64::MAX` reads back whole, and the reader ends at the wrapped head.
+#[test]
+fn positions_that_pass_u64_max_read_back() {
+    let layout = layout();
+    let (bytes, spans) = stream(&layout);
+    let size = bytes.len().next_power_of_two();
+    let tail = u64::MAX - 15; // 16 bytes before the wrap of the position itself
+    let head = tail.wrapping_add(bytes.len() as u64);
+    let mut area = vec![0u8; size];
+    for (i, b) in bytes.iter().enumerate() {
+        area[(tail.wrapping_add(i as u64) % size as u64) as usize] = *b;
+    }
+    let mut replay = Replay::new(&area, tail, head).unwrap();
+    let mut n = 0;
+    while let Some(rec) = replay.next() {
+        let (s, e) = spans[n];
+        assert_eq!(rec.unwrap().bytes(), &bytes[s..e], "record {n}");
+        n += 1;
+    }
+    assert_eq!(n, spans.len());
+    assert_eq!(replay.position(), head);
+}
+
 #[test]
 fn decoding_through_the_reader_gives_the_fields() {
     let layout = layout();

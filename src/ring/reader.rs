@@ -89,7 +89,8 @@ impl Cursor {
         }
         let len = rec_size as usize;
         let wrapped = len > until_end;
-        self.pos += rec_size;
+        // Positions count bytes mod 2^64, as the kernel's head does.
+        self.pos = self.pos.wrapping_add(rec_size);
         let bytes: &[u8] = if !wrapped {
             area.bytes(at, len)
         } else {
