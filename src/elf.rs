@@ -196,9 +196,7 @@ fn elf_symbols(path: &Path) -> Result<Vec<Symbol>> {
             if let Some(kind) = kind.filter(|_| !s.name.is_empty()) {
                 let raw = &*s.name;
                 symbols.push(Symbol {
-                    name: rustc_demangle::try_demangle(raw)
-                        .map(|d| format!("{d:#}"))
-                        .unwrap_or_else(|_| raw.to_string()),
+                    name: crate::symbolize::demangle(raw).into_owned(),
                     raw_name: raw.to_string(),
                     addr: s.addr,
                     size: s.size.unwrap_or(0) as u64,

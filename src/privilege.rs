@@ -131,6 +131,7 @@ impl Privileges {
                     self.level()
                 ),
                 2,
+                None,
             ));
         }
         if cpu_wide && !self.may_watch_cpus() {
@@ -141,6 +142,8 @@ impl Privileges {
                     self.level()
                 ),
                 0,
+                // User-space-only counting does not lift this limit; a process target does.
+                Some("or watch processes instead of CPUs (-p PID, or a command)"),
             ));
         }
         if builder.event().needs_perfmon() && !self.perfmon {
@@ -175,6 +178,7 @@ impl Privileges {
                     self.level()
                 ),
                 1,
+                Some("or count user space only (:u)"),
             ));
         }
         Ok(Fitted {
@@ -183,10 +187,13 @@ impl Privileges {
         })
     }
 
-    fn denied(&self, event: &str, why: String, level: i64) -> Error {
+    /// `PermissionDenied` naming what would allow it, and `instead` (what the user
+    /// can do without privileges) when there is such a way.
+    fn denied(&self, event: &str, why: String, level: i64, instead: Option<&str>) -> Error {
+        let instead = instead.map(|i| format!("; {i}")).unwrap_or_default();
         Error::new(ErrorKind::PermissionDenied, format!("open {event}"), why).with_fix(format!(
             "run as root, give the binary CAP_PERFMON (setcap cap_perfmon+ep), or lower the \
-             level: sysctl kernel.perf_event_paranoid={level}; or count user space only (:u)"
+             level: sysctl kernel.perf_event_paranoid={level}{instead}"
         ))
     }
 

@@ -258,3 +258,30 @@ fn a_library_symbol_of_a_program_not_started_is_refused_with_a_fix() {
     let plain = resolve_event("mem:target:x", &image).unwrap();
     assert_eq!(e.to_string(), plain.to_string());
 }
+
+/// C functions whose names are also Itanium type encodings (`a` is `signed char`, `b`
+/// `bool`, `c` `char`) keep their names, with and without debug information; a C++
+/// function is demangled.
+#[test]
+fn c_functions_named_like_cpp_type_codes_keep_their_names() {
+    const SRC: &str = r#"
+volatile long sink;
+void __attribute__((noinline)) a(void) { sink += 1; }
+void __attribute__((noinline)) b(void) { sink += 2; }
+void __attribute__((noinline)) c(void) { sink += 3; }
+int main(void) { a(); b(); c(); return 0; }
+"#;
+    for (name, flags) in [("abc-g", &["-g"][..]), ("abc-g0", &[][..])] {
+        let prog = util::compile_c(name, SRC, flags);
+        let elf = ElfFile::load(&prog).unwrap();
+        let mut names = Symbolizer::new();
+        for f in ["a", "b", "c"] {
+            let sym = elf.require(f).unwrap();
+            assert_eq!(elf.lookup(sym.addr), Some((f, 0)), "{name}: the ELF table");
+            let off = elf.file_offset(sym.addr).unwrap();
+            let frames = names.symbolize_file_offset(&prog, off);
+            let last = frames.last().and_then(|fr| fr.sym.clone());
+            assert_eq!(last.as_deref(), Some(f), "{name}: {frames:?}");
+        }
+    }
+}

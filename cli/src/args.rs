@@ -1014,6 +1014,12 @@ fn check_sampling(w: &WatchArgs, command: &str) -> Result<(), Failure> {
             "{command}: nothing to {command}: give a command (perfring {command} -e EVENT -- COMMAND ARGS), -p PID, -t TID, -C CPUS or -a"
         )));
     }
+    if w.cpus.is_some() && !w.command.is_empty() && targets == 2 {
+        // perf's `-a -- sleep N` idiom: the command is only a timer there.
+        return Err(usage(format!(
+            "{command}: -a/-C watch whole CPUs and take no command: give --duration SECONDS for how long (perf's `-a -- sleep N`), or drop -a/-C to {command} the command alone"
+        )));
+    }
     if targets > 1 {
         return Err(usage(format!(
             "{command}: give one target: -p PID, -t TID, -C CPUS (or -a) or a command (-- COMMAND ARGS)"

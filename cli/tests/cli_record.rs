@@ -356,4 +356,8 @@ fn usage_errors_name_the_fix() {
     let out = record(&dir, &["-e", "cpu-clock"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(util::stderr(&out).contains("nothing to record"));
+    // perf's `record -a -- sleep N`: refused before anything runs, naming --duration.
+    let out = record(&dir, &["-a", "--", "sleep", "0.1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(util::stderr(&out).contains("--duration SECONDS"));
 }

@@ -42,8 +42,11 @@ use blazesym::symbolize::{Input, Sym, Symbolized};
 
 use crate::space::{AddressSpaces, KernelSymbols, Mapping};
 
+mod demangle;
 mod jit;
+
 use crate::unwind::RawFrame;
+pub use demangle::demangle;
 
 /// Cached lookups beyond which the cache is emptied (a bound on memory, not a tuning).
 const CACHE_LIMIT: usize = 1 << 20;
@@ -138,13 +141,15 @@ impl Default for Symbolizer {
 }
 
 impl Symbolizer {
-    /// A symbolizer with DWARF line information, inlined functions and demangling on.
+    /// A symbolizer with DWARF line information, inlined functions and demangling on
+    /// ([`demangle`]: only names with a mangling prefix).
     pub fn new() -> Symbolizer {
         Symbolizer {
             inner: blazesym::symbolize::Symbolizer::builder()
                 .enable_code_info(true)
                 .enable_inlined_fns(true)
-                .enable_demangling(true)
+                // Names are demangled by `demangle`, which leaves C names alone.
+                .enable_demangling(false)
                 .build(),
             cache: HashMap::new(),
             kernel: None,
@@ -329,7 +334,7 @@ fn named(sym: &Sym<'_>) -> Vec<Named> {
         .map(|f| {
             let (file, line) = code(f.code_info.as_ref());
             Named {
-                sym: f.name.to_string(),
+                sym: demangle(&f.name).into_owned(),
                 off: None,
                 file,
                 line,
@@ -339,7 +344,7 @@ fn named(sym: &Sym<'_>) -> Vec<Named> {
         .collect();
     let (file, line) = code(sym.code_info.as_deref());
     out.push(Named {
-        sym: sym.name.to_string(),
+        sym: demangle(&sym.name).into_owned(),
         off: Some(sym.offset as u64),
         file,
         line,
