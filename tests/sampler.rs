@@ -341,7 +341,15 @@ fn inherited_signals_one_per_overflow_plus_one_per_ring_wakeup() {
             "{end:?}"
         );
         let samples: u64 = seen.per_tid.values().sum();
-        assert_eq!(samples, 4 * CALLS / PERIOD);
+        // Per-CPU inherited copies: a thread's count is split between its copies on
+        // each CPU, so a thread that migrated may get up to one sample fewer per
+        // CPU it did not finish on (a loaded host moves threads), never more.
+        let cpus = perfring::counter::online_cpus().unwrap().len() as u64;
+        let most = 4 * CALLS / PERIOD;
+        assert!(
+            (most - 4 * (cpus - 1)..=most).contains(&samples),
+            "{samples} of {most}"
+        );
         let signals = sampler.notifications();
         if wake {
             assert!(signals > samples && signals <= 2 * samples, "{signals}");

@@ -277,8 +277,10 @@ fn recordings_cut_short_still_open_in_both_readers() {
     let child = child_of(rec.id());
     wait_for_size(&dir.join("killed.data"), 64 << 10);
     signal(rec.id(), libc::SIGKILL);
-    let _ = rec.wait_with_output();
+    // The command holds perfring's stderr pipe: end it before reading that to its end
+    // (else the read waits out the command's 100 s sleep).
     signal(child, libc::SIGKILL);
+    let _ = rec.wait_with_output();
     let lines = script(&dir, "killed.data", "ip,sym");
     assert!(lines.len() > 1000, "{} samples", lines.len());
     assert!(lines.iter().all(|l| l.ends_with(" target")), "{lines:?}");

@@ -156,16 +156,17 @@ impl PerfData {
         PerfData::unstarted(file, path)
     }
 
-    /// Moves an existing, non-empty `path` aside to `path.old` (replacing an older
-    /// one), as perf does before it writes a perf.data, so one recording never
-    /// silently replaces the last. Returns the new name when something was moved.
+    /// Moves an existing, non-empty regular file `path` aside to `path.old` (replacing
+    /// an older one), as perf does before it writes a perf.data, so one recording never
+    /// silently replaces the last. Returns the new name when something was moved. A
+    /// symbolic link stays where it is, so that creating the file refuses it.
     ///
     /// # Errors
     /// [`ErrorKind::Io`] if the rename fails, naming both files.
     pub fn keep_old(path: impl AsRef<Path>) -> Result<Option<PathBuf>> {
         let path = path.as_ref();
         match std::fs::symlink_metadata(path) {
-            Ok(meta) if meta.len() > 0 && !meta.is_dir() => {
+            Ok(meta) if meta.len() > 0 && meta.is_file() => {
                 let mut old = path.as_os_str().to_owned();
                 old.push(".old");
                 let old = PathBuf::from(old);
