@@ -1,6 +1,7 @@
 //! JIT-compiled code named from the runtime's `/tmp/perf-PID.map`: a JavaScript hot
 //! loop under `node --perf-basic-prof` is named in `watch -g`, in the pprof, and in
-//! `perf report` of perfring's perf.data.
+//! `perf report` of perfring's perf.data; and from its jitdump `jit-PID.dump`
+//! (`node --perf-prof`) in `watch -g`, the pprof and `perfring report`.
 #![cfg(feature = "profile")]
 
 #[path = "../../tests/util/mod.rs"]
@@ -56,14 +57,7 @@ fn a_javascript_function_is_named_in_watch_pprof_and_perf_report() {
         &dir,
         &[&["watch", "-g", "--json"], &ev[..], &node[..]].concat(),
     );
-    let leaves = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|o| o["type"] == "overflow")
-        .map(|o| o["stack"][0]["sym"].as_str().unwrap_or("?").to_string())
-        .collect::<Vec<_>>();
-    let watch = share(leaves);
+    let watch = share(watch_leaves(&out));
     assert!(watch > 0.5, "watch: {watch}");
 
     perfring(
@@ -93,4 +87,92 @@ fn a_javascript_function_is_named_in_watch_pprof_and_perf_report() {
             .flat_map(|(name, n)| std::iter::repeat_n(name.clone(), *n as usize)),
     );
     assert!(perf > 0.5, "perf report: {report:?}");
+}
+
+/// The leaf names of `perfring watch -g --json`'s overflow lines.
+fn watch_leaves(out: &std::process::Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|o| o["type"] == "overflow")
+        .map(|o| o["stack"][0]["sym"].as_str().unwrap_or("?").to_string())
+        .collect()
+}
+
+/// Under `--perf-prof` V8 writes no perf map but `jit-PID.dump` in its working
+/// directory, which it maps executable so that the kernel reports it: perfring finds
+/// the file by that mapping and names the code from its `CODE_LOAD` records. (`perf
+/// report` of perfring's perf.data does not: perf reads jitdumps only through `perf
+/// inject --jit`.)
+#[test]
+fn a_javascript_function_is_named_from_its_jitdump() {
+    let dir = util::capture::scratch("jitdump");
+    std::fs::write(dir.join("hot.js"), HOT_JS).unwrap();
+    let node = [
+        "--",
+        "node",
+        "--perf-prof",
+        "--interpreted-frames-native-stack",
+        "hot.js",
+    ];
+    let ev = ["-e", "cpu-clock:u", "-F", "199"];
+
+    let out = perfring(
+        &dir,
+        &[&["watch", "-g", "--json"], &ev[..], &node[..]].concat(),
+    );
+    // The names can only have come from the dump: node wrote no perf map.
+    let dumps: Vec<u32> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().into_string().ok()?;
+            name.strip_prefix("jit-")?
+                .strip_suffix(".dump")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert_eq!(dumps.len(), 1, "node --perf-prof wrote no jit-PID.dump");
+    let map = format!("/tmp/perf-{}.map", dumps[0]);
+    assert!(!std::path::Path::new(&map).exists(), "{map} exists");
+    let watch = share(watch_leaves(&out));
+    assert!(watch > 0.5, "watch: {watch}");
+
+    perfring(
+        &dir,
+        &[
+            &["record", "-g", "--format", "pprof", "-o", "p.pb.gz"],
+            &ev[..],
+            &node[..],
+        ]
+        .concat(),
+    );
+    let top = util::capture::pprof_top(&dir, "p.pb.gz");
+    let pprof = share(
+        top.iter()
+            .flat_map(|(name, n)| std::iter::repeat_n(name.clone(), *n as usize)),
+    );
+    assert!(pprof > 0.5, "pprof: {top:?}");
+
+    // perf.data read back by perfring report: the dump is where the recording
+    // mapped it.
+    perfring(
+        &dir,
+        &[&["record", "-g", "-o", "r.data"], &ev[..], &node[..]].concat(),
+    );
+    perfring(
+        &dir,
+        &[
+            "report", "-i", "r.data", "--format", "folded", "-o", "r.folded",
+        ],
+    );
+    let folded = std::fs::read_to_string(dir.join("r.folded")).unwrap();
+    let leaves = folded.lines().flat_map(|l| {
+        let (stack, n) = l.rsplit_once(' ').expect("stack count");
+        let leaf = stack.rsplit(';').next().unwrap_or("").to_string();
+        std::iter::repeat_n(leaf, n.parse().expect("count"))
+    });
+    let report = share(leaves);
+    assert!(report > 0.5, "report --format folded:\n{folded}");
 }

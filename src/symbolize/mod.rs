@@ -1,7 +1,7 @@
 //! Naming the frames of a sample with [`blazesym`]: ELF and DWARF symbols, file:line,
 //! inlined frames, Rust and C++ demangling, debug files found by build id and
 //! `.gnu_debuglink` under `/usr/lib/debug` — the one symbolizer of the crate; and
-//! JIT-compiled code from the runtime's `/tmp/perf-PID.map` (`jit.rs`).
+//! JIT-compiled code from the runtime's `/tmp/perf-PID.map` or `jit-PID.dump` (`jit.rs`).
 //!
 //! [`Symbolizer`] turns an address of a process into [`Frame`]s — one per inlined
 //! function at that address, then the function itself — through the mapping that holds
@@ -121,7 +121,7 @@ pub struct Symbolizer {
     cache: HashMap<(Arc<Path>, u64), Arc<[Named]>>,
     kernel: Option<KernelSymbols>,
     /// JIT-compiled code's names, per process.
-    jit: jit::PerfMaps,
+    jit: jit::JitNames,
     /// Per path: whether the file on disk has the build id the kernel reported.
     build_ids: HashMap<(Arc<Path>, Vec<u8>), bool>,
 }
@@ -153,7 +153,7 @@ impl Symbolizer {
                 .build(),
             cache: HashMap::new(),
             kernel: None,
-            jit: jit::PerfMaps::default(),
+            jit: jit::JitNames::default(),
             build_ids: HashMap::new(),
         }
     }
@@ -196,8 +196,8 @@ impl Symbolizer {
         }
         let mapping = spaces.mapping(pid, lookup);
         if mapping.is_none_or(|m| !m.is_file()) {
-            // Anonymous code: JIT-compiled, named from the runtime's perf map if any.
-            let named = self.jit_names(pid, lookup);
+            // Anonymous code: JIT-compiled, named from the runtime's perf map or jitdump.
+            let named = self.jit_names(spaces, pid, lookup);
             let dso = mapping.map(|m| m.path.to_string_lossy().into_owned());
             push(out, raw, adjust, &named, dso.as_deref(), mapping);
             return;
@@ -266,8 +266,8 @@ impl Symbolizer {
         named
     }
 
-    fn jit_names(&mut self, pid: u32, addr: u64) -> Arc<[Named]> {
-        match self.jit.lookup(pid, addr) {
+    fn jit_names(&mut self, spaces: &AddressSpaces, pid: u32, addr: u64) -> Arc<[Named]> {
+        match self.jit.lookup(pid, addr, spaces.process(pid)) {
             Some((name, off)) => Arc::from(vec![Named {
                 sym: name.to_string(),
                 off: Some(off),
@@ -291,6 +291,14 @@ impl Symbolizer {
             }]),
             None => Arc::from(Vec::new()),
         }
+    }
+
+    /// Why jitdump files of the processes named so far are read no further, one line
+    /// per file naming it and the cause (a file of the other byte order, not a
+    /// jitdump, a malformed record, or closed by its runtime); code loaded before
+    /// that point is still named.
+    pub fn jit_problems(&self) -> impl Iterator<Item = &str> {
+        self.jit.problems()
     }
 
     /// Names kernel addresses from `table` instead of reading `/proc/kallsyms` at the
