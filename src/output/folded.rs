@@ -113,6 +113,88 @@ fn push_frame(line: &mut String, name: &str) {
     }));
 }
 
+/// Where a stack output writes, and what it has folded so far: the part [`Folded`]
+/// and [`FlameGraph`] share (they differ only in how the stacks are written).
+struct Collector {
+    out: Option<Box<dyn Write + Send>>,
+    path: PathBuf,
+    stacks: Stacks,
+}
+
+impl Collector {
+    fn create(path: &Path) -> Result<Collector> {
+        let file = super::create_private(path)?;
+        Ok(Collector::new(std::io::BufWriter::new(file), path))
+    }
+
+    fn new(out: impl Write + Send + 'static, name: &Path) -> Collector {
+        Collector {
+            out: Some(Box::new(out)),
+            path: name.to_path_buf(),
+            stacks: Stacks::default(),
+        }
+    }
+
+    /// Writes the stacks with `write`, once; `what` names the step in an error.
+    fn finish(
+        &mut self,
+        what: &str,
+        write: impl FnOnce(&Stacks, &mut dyn Write) -> std::io::Result<()>,
+    ) -> Result<()> {
+        let Some(mut out) = self.out.take() else {
+            return Ok(());
+        };
+        write(&self.stacks, &mut out)
+            .and_then(|()| out.flush())
+            .map_err(|e| write_error(&self.path, what, e))
+    }
+}
+
+/// `Debug` and [`Output`] for a stack output over a [`Collector`] named `inner`; the
+/// type writes its stacks in its own `fn draw(&mut self) -> Result<()>`.
+macro_rules! stack_output {
+    ($ty:ident) => {
+        impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    .field("path", &self.inner.path)
+                    .field("stacks", &self.inner.stacks.weights.len())
+                    .finish_non_exhaustive()
+            }
+        }
+
+        impl Output for $ty {
+            fn start(&mut self, rec: &Recording<'_>) -> Result<()> {
+                self.inner.stacks.start(rec);
+                Ok(())
+            }
+
+            fn wants_names(&self) -> bool {
+                true
+            }
+
+            fn sample(&mut self, s: &SampleRef<'_>) -> Result<()> {
+                self.inner.stacks.add(s);
+                Ok(())
+            }
+
+            fn record(&mut self, _: Option<usize>, record: &Record<'_>, _: &[u8]) -> Result<()> {
+                self.inner.stacks.record(record);
+                Ok(())
+            }
+
+            fn lost(&mut self, records: u64) -> Result<()> {
+                self.inner.stacks.lost += records;
+                Ok(())
+            }
+
+            fn finish(&mut self) -> Result<()> {
+                self.draw()
+            }
+        }
+    };
+}
+
 /// Folded stacks written at [`finish`](Output::finish): an [`Output`] of a
 /// [`Pipeline`](crate::pipeline::Pipeline); see the [module docs](self) for the
 /// format.
@@ -126,18 +208,7 @@ fn push_frame(line: &mut String, name: &str) {
 /// # Ok::<(), perfring::Error>(())
 /// ```
 pub struct Folded {
-    out: Option<Box<dyn Write + Send>>,
-    path: PathBuf,
-    stacks: Stacks,
-}
-
-impl std::fmt::Debug for Folded {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Folded")
-            .field("path", &self.path)
-            .field("stacks", &self.stacks.weights.len())
-            .finish_non_exhaustive()
-    }
+    inner: Collector,
 }
 
 impl Folded {
@@ -149,60 +220,31 @@ impl Folded {
     /// [`ErrorKind::PermissionDenied`](crate::ErrorKind::PermissionDenied)) naming the
     /// file.
     pub fn create(path: impl AsRef<Path>) -> Result<Folded> {
-        let path = path.as_ref();
-        let file = super::create_private(path)?;
-        Ok(Folded::new(std::io::BufWriter::new(file), path))
+        Ok(Folded {
+            inner: Collector::create(path.as_ref())?,
+        })
     }
 
     /// Writes the stacks to `out` at the end (`name` is for messages).
     pub fn new(out: impl Write + Send + 'static, name: impl AsRef<Path>) -> Folded {
         Folded {
-            out: Some(Box::new(out)),
-            path: name.as_ref().to_path_buf(),
-            stacks: Stacks::default(),
+            inner: Collector::new(out, name.as_ref()),
         }
+    }
+
+    fn draw(&mut self) -> Result<()> {
+        self.inner.finish("write the folded stacks", |stacks, out| {
+            let mut text = String::new();
+            for line in stacks.lines() {
+                text.push_str(&line);
+                text.push('\n');
+            }
+            out.write_all(text.as_bytes())
+        })
     }
 }
 
-impl Output for Folded {
-    fn start(&mut self, rec: &Recording<'_>) -> Result<()> {
-        self.stacks.start(rec);
-        Ok(())
-    }
-
-    fn wants_names(&self) -> bool {
-        true
-    }
-
-    fn sample(&mut self, s: &SampleRef<'_>) -> Result<()> {
-        self.stacks.add(s);
-        Ok(())
-    }
-
-    fn record(&mut self, _: Option<usize>, record: &Record<'_>, _: &[u8]) -> Result<()> {
-        self.stacks.record(record);
-        Ok(())
-    }
-
-    fn lost(&mut self, records: u64) -> Result<()> {
-        self.stacks.lost += records;
-        Ok(())
-    }
-
-    fn finish(&mut self) -> Result<()> {
-        let Some(mut out) = self.out.take() else {
-            return Ok(());
-        };
-        let mut text = String::new();
-        for line in self.stacks.lines() {
-            text.push_str(&line);
-            text.push('\n');
-        }
-        out.write_all(text.as_bytes())
-            .and_then(|()| out.flush())
-            .map_err(|e| write_error(&self.path, "write the folded stacks", e))
-    }
-}
+stack_output!(Folded);
 
 /// An interactive flame graph (SVG, drawn by `inferno`: click to zoom, Ctrl-F to
 /// search, a tooltip per frame) written at [`finish`](Output::finish): an [`Output`]
@@ -220,18 +262,7 @@ impl Output for Folded {
 /// # Ok::<(), perfring::Error>(())
 /// ```
 pub struct FlameGraph {
-    out: Option<Box<dyn Write + Send>>,
-    path: PathBuf,
-    stacks: Stacks,
-}
-
-impl std::fmt::Debug for FlameGraph {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FlameGraph")
-            .field("path", &self.path)
-            .field("stacks", &self.stacks.weights.len())
-            .finish_non_exhaustive()
-    }
+    inner: Collector,
 }
 
 impl FlameGraph {
@@ -242,23 +273,21 @@ impl FlameGraph {
     /// [`ErrorKind::PermissionDenied`](crate::ErrorKind::PermissionDenied)) naming the
     /// file.
     pub fn create(path: impl AsRef<Path>) -> Result<FlameGraph> {
-        let path = path.as_ref();
-        let file = super::create_private(path)?;
-        Ok(FlameGraph::new(std::io::BufWriter::new(file), path))
+        Ok(FlameGraph {
+            inner: Collector::create(path.as_ref())?,
+        })
     }
 
     /// Draws the graph to `out` at the end (`name` is for messages).
     pub fn new(out: impl Write + Send + 'static, name: impl AsRef<Path>) -> FlameGraph {
         FlameGraph {
-            out: Some(Box::new(out)),
-            path: name.as_ref().to_path_buf(),
-            stacks: Stacks::default(),
+            inner: Collector::new(out, name.as_ref()),
         }
     }
 
     /// `cpu-clock of hot: 1,234 samples (12 off-CPU), 0 lost`.
     fn title(&self) -> String {
-        let s = &self.stacks;
+        let s = &self.inner.stacks;
         let mut t = s.events.join(", ");
         if let Some(target) = &s.target {
             let _ = write!(t, " of {target}");
@@ -270,57 +299,33 @@ impl FlameGraph {
         let _ = write!(t, ", {} lost", s.lost);
         t
     }
-}
 
-impl Output for FlameGraph {
-    fn start(&mut self, rec: &Recording<'_>) -> Result<()> {
-        self.stacks.start(rec);
-        Ok(())
-    }
-
-    fn wants_names(&self) -> bool {
-        true
-    }
-
-    fn sample(&mut self, s: &SampleRef<'_>) -> Result<()> {
-        self.stacks.add(s);
-        Ok(())
-    }
-
-    fn record(&mut self, _: Option<usize>, record: &Record<'_>, _: &[u8]) -> Result<()> {
-        self.stacks.record(record);
-        Ok(())
-    }
-
-    fn lost(&mut self, records: u64) -> Result<()> {
-        self.stacks.lost += records;
-        Ok(())
-    }
-
-    fn finish(&mut self) -> Result<()> {
-        let Some(mut out) = self.out.take() else {
-            return Ok(());
-        };
+    fn draw(&mut self) -> Result<()> {
         let mut opts = inferno::flamegraph::Options::default();
         opts.title = self.title();
-        opts.count_name = if self.stacks.clock { "ns" } else { "events" }.to_string();
+        opts.count_name = if self.inner.stacks.clock {
+            "ns"
+        } else {
+            "events"
+        }
+        .to_string();
         // Equal recordings draw equal pictures.
         opts.deterministic = true;
-        let lines = self.stacks.lines();
-        let drawn = if lines.is_empty() {
-            // inferno refuses an empty graph; a picture that says so is more useful.
-            Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "no samples to draw",
-            ))
-        } else {
-            inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut out)
-        };
-        drawn
-            .and_then(|()| out.flush())
-            .map_err(|e| write_error(&self.path, "draw the flame graph", e))
+        self.inner.finish("draw the flame graph", |stacks, out| {
+            let lines = stacks.lines();
+            if lines.is_empty() {
+                // inferno refuses an empty graph; a picture that says so is more useful.
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "no samples to draw",
+                ));
+            }
+            inferno::flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), out)
+        })
     }
 }
+
+stack_output!(FlameGraph);
 
 #[cfg(test)]
 mod tests {

@@ -267,30 +267,12 @@ impl Symbolizer {
     }
 
     fn jit_names(&mut self, spaces: &AddressSpaces, pid: u32, addr: u64) -> Arc<[Named]> {
-        match self.jit.lookup(pid, addr, spaces.process(pid)) {
-            Some((name, off)) => Arc::from(vec![Named {
-                sym: name.to_string(),
-                off: Some(off),
-                file: None,
-                line: None,
-                inlined: false,
-            }]),
-            None => Arc::from(Vec::new()),
-        }
+        symbol_only(self.jit.lookup(pid, addr, spaces.process(pid)))
     }
 
     fn kernel_names(&mut self, addr: u64) -> Arc<[Named]> {
         let table = self.kernel.get_or_insert_with(KernelSymbols::shared);
-        match table.lookup(addr) {
-            Some((name, off)) => Arc::from(vec![Named {
-                sym: name.to_string(),
-                off: Some(off),
-                file: None,
-                line: None,
-                inlined: false,
-            }]),
-            None => Arc::from(Vec::new()),
-        }
+        symbol_only(table.lookup(addr))
     }
 
     /// Why jitdump files of the processes named so far are read no further, one line
@@ -326,6 +308,21 @@ pub fn with_thread_symbolizer<R>(f: impl FnOnce(&mut Symbolizer) -> R) -> R {
         let mut slot = cell.borrow_mut();
         f(slot.get_or_insert_with(Symbolizer::new))
     })
+}
+
+/// A name from a table of symbols alone (the kernel's, a JIT's): no file, no line,
+/// no inlined frames; none when the address is in no symbol.
+fn symbol_only(hit: Option<(impl AsRef<str>, u64)>) -> Arc<[Named]> {
+    match hit {
+        Some((name, off)) => Arc::from(vec![Named {
+            sym: name.as_ref().to_string(),
+            off: Some(off),
+            file: None,
+            line: None,
+            inlined: false,
+        }]),
+        None => Arc::from(Vec::new()),
+    }
 }
 
 /// blazesym's answer as frames, innermost first: blazesym lists inlined functions
