@@ -298,7 +298,9 @@ pub fn run(args: &WatchArgs) -> Result<Option<i32>, Failure> {
     };
     let exit_code = report.exit.map(|s| s.code());
     let summary = Summary {
-        overflows: actions.seq.min(report.samples),
+        // Every sample kept, those of the final drain in `finish` too (which the
+        // drain-side actions never see): the lines written.
+        overflows: report.samples,
         wakeups: report.wakeups,
         lost: report.lost(),
         throttled: report.stats.throttled,
