@@ -33,17 +33,31 @@ fn perfring(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
     out
 }
 
-/// The share of samples whose innermost frame's name contains `NAME`.
-fn share(names: impl IntoIterator<Item = String>) -> f64 {
-    let (mut hot, mut all) = (0, 0);
-    for n in names {
-        all += 1;
-        if n.contains(NAME) {
-            hot += 1;
+/// The share of samples whose innermost frame's name contains `NAME`, from (leaf
+/// name, weight) pairs: at least 50 samples, and weights summed rather than repeated
+/// (a folded file weighs a cpu-clock sample by its nanoseconds).
+fn share(leaves: impl IntoIterator<Item = (String, u64)>, samples: u64) -> f64 {
+    assert!(samples > 50, "{samples} samples");
+    let (mut hot, mut all) = (0u64, 0u64);
+    for (name, weight) in leaves {
+        all += weight;
+        if name.contains(NAME) {
+            hot += weight;
         }
     }
-    assert!(all > 50, "{all} samples");
-    hot as f64 / all as f64
+    hot as f64 / all.max(1) as f64
+}
+
+/// [`share`] of names with one sample each.
+fn share_of_samples(names: Vec<String>) -> f64 {
+    let n = names.len() as u64;
+    share(names.into_iter().map(|name| (name, 1)), n)
+}
+
+/// [`share`] of (name, sample count) rows.
+fn share_of_counts(rows: Vec<(String, u64)>) -> f64 {
+    let n = rows.iter().map(|r| r.1).sum();
+    share(rows, n)
 }
 
 #[test]
@@ -57,7 +71,7 @@ fn a_javascript_function_is_named_in_watch_pprof_and_perf_report() {
         &dir,
         &[&["watch", "-g", "--json"], &ev[..], &node[..]].concat(),
     );
-    let watch = share(watch_leaves(&out));
+    let watch = share_of_samples(watch_leaves(&out));
     assert!(watch > 0.5, "watch: {watch}");
 
     perfring(
@@ -70,10 +84,7 @@ fn a_javascript_function_is_named_in_watch_pprof_and_perf_report() {
         .concat(),
     );
     let top = util::capture::pprof_top(&dir, "p.pb.gz");
-    let pprof = share(
-        top.iter()
-            .flat_map(|(name, n)| std::iter::repeat_n(name.clone(), *n as usize)),
-    );
+    let pprof = share_of_counts(top.clone());
     assert!(pprof > 0.5, "pprof: {top:?}");
 
     perfring(
@@ -81,11 +92,7 @@ fn a_javascript_function_is_named_in_watch_pprof_and_perf_report() {
         &[&["record", "-g", "-o", "r.data"], &ev[..], &node[..]].concat(),
     );
     let report = util::capture::perf_report_sym(&dir, "r.data");
-    let perf = share(
-        report
-            .iter()
-            .flat_map(|(name, n)| std::iter::repeat_n(name.clone(), *n as usize)),
-    );
+    let perf = share_of_counts(report.clone());
     assert!(perf > 0.5, "perf report: {report:?}");
 }
 
@@ -136,7 +143,7 @@ fn a_javascript_function_is_named_from_its_jitdump() {
     assert_eq!(dumps.len(), 1, "node --perf-prof wrote no jit-PID.dump");
     let map = format!("/tmp/perf-{}.map", dumps[0]);
     assert!(!std::path::Path::new(&map).exists(), "{map} exists");
-    let watch = share(watch_leaves(&out));
+    let watch = share_of_samples(watch_leaves(&out));
     assert!(watch > 0.5, "watch: {watch}");
 
     perfring(
@@ -149,10 +156,7 @@ fn a_javascript_function_is_named_from_its_jitdump() {
         .concat(),
     );
     let top = util::capture::pprof_top(&dir, "p.pb.gz");
-    let pprof = share(
-        top.iter()
-            .flat_map(|(name, n)| std::iter::repeat_n(name.clone(), *n as usize)),
-    );
+    let pprof = share_of_counts(top.clone());
     assert!(pprof > 0.5, "pprof: {top:?}");
 
     // perf.data read back by perfring report: the dump is where the recording
@@ -161,18 +165,27 @@ fn a_javascript_function_is_named_from_its_jitdump() {
         &dir,
         &[&["record", "-g", "-o", "r.data"], &ev[..], &node[..]].concat(),
     );
-    perfring(
+    let out = perfring(
         &dir,
         &[
             "report", "-i", "r.data", "--format", "folded", "-o", "r.folded",
         ],
     );
+    // "perfring: 260 samples of r.data written to r.folded"
+    let err = util::stderr(&out);
+    let samples: u64 = err
+        .split_whitespace()
+        .skip_while(|w| *w != "perfring:")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no sample count: {err}"));
     let folded = std::fs::read_to_string(dir.join("r.folded")).unwrap();
-    let leaves = folded.lines().flat_map(|l| {
-        let (stack, n) = l.rsplit_once(' ').expect("stack count");
+    // Each line's weight is its samples' nanoseconds of cpu-clock.
+    let leaves = folded.lines().map(|l| {
+        let (stack, n) = l.rsplit_once(' ').expect("stack weight");
         let leaf = stack.rsplit(';').next().unwrap_or("").to_string();
-        std::iter::repeat_n(leaf, n.parse().expect("count"))
+        (leaf, n.parse().expect("weight"))
     });
-    let report = share(leaves);
+    let report = share(leaves, samples);
     assert!(report > 0.5, "report --format folded:\n{folded}");
 }
