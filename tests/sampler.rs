@@ -455,7 +455,15 @@ fn shared_cpu_rings_still_wake_the_poll_after_their_first_root_exits() {
         sampler.wakeups() > before,
         "no wake-up after the first root exited"
     );
-    assert_eq!(seen.per_tid.values().sum::<u64>(), CALLS / PERIOD);
+    // Per-CPU inherited copies: the worker's period restarts on each CPU it moved to,
+    // so a migration (a loaded host) may cost it one sample per CPU, never add one.
+    let cpus = perfring::counter::online_cpus().unwrap().len() as u64;
+    let samples = seen.per_tid.values().sum::<u64>();
+    let most = CALLS / PERIOD;
+    assert!(
+        (most - (cpus - 1)..=most).contains(&samples),
+        "{samples} of {most}"
+    );
     stdin.write_all(b"3").unwrap();
     assert!(child.wait().unwrap().success());
     assert_eq!(sampler.target_ended().unwrap(), Some(TargetEnd::Gone));
